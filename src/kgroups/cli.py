@@ -1,0 +1,197 @@
+"""The `kgroups` command line: run a coordinator, manage topics.
+
+`kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
+`kgroups topic create|list|delete` manage its topics through the Kafka admin APIs, the
+same way any Kafka admin client can.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.server import CoordinatorServer, ServerSettings
+from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+topic_app = typer.Typer(no_args_is_help=True, help="Create, list and delete topics.")
+app.add_typer(topic_app, name="topic")
+
+
+def parse_address(value: str, default_port: int = 9092) -> tuple[str, int]:
+    """`HOST:PORT` (or `HOST`, or `[v6]:PORT`) into a host and a port."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value, default_port
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise typer.BadParameter(f"{value!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@app.command()
+def coordinator(
+    listen: Annotated[
+        str, typer.Option(help="Address to listen on, HOST:PORT.")
+    ] = "127.0.0.1:9092",
+    data_dir: Annotated[Path, typer.Option(help="Where the SQLite store lives.")] = Path(
+        ".kgroups"
+    ),
+    advertise: Annotated[
+        str | None, typer.Option(help="HOST:PORT clients should connect to (default: --listen).")
+    ] = None,
+    initial_rebalance_delay_ms: Annotated[
+        int, typer.Option(help="group.initial.rebalance.delay.ms")
+    ] = 3000,
+    min_session_timeout_ms: Annotated[
+        int, typer.Option(help="group.min.session.timeout.ms")
+    ] = 6000,
+    max_session_timeout_ms: Annotated[
+        int, typer.Option(help="group.max.session.timeout.ms")
+    ] = 1_800_000,
+    max_group_size: Annotated[int, typer.Option(help="group.max.size")] = 2**31 - 1,
+    offsets_retention_minutes: Annotated[
+        int, typer.Option(help="offsets.retention.minutes")
+    ] = 10_080,
+    auto_create_topics: Annotated[
+        bool, typer.Option(help="Create unknown topics on Metadata requests that allow it.")
+    ] = False,
+    max_frame_bytes: Annotated[
+        int, typer.Option(help="Largest request accepted (socket.request.max.bytes).")
+    ] = DEFAULT_MAX_FRAME_BYTES,
+    fsync: Annotated[
+        bool, typer.Option(help="fsync every write (SQLite synchronous=FULL).")
+    ] = True,
+    log_level: Annotated[str, typer.Option(help="Python logging level.")] = "INFO",
+    port_file: Annotated[
+        Path | None,
+        typer.Option(help="Write the bound port here once listening (for --listen HOST:0)."),
+    ] = None,
+) -> None:
+    """Run the group coordinator until SIGINT or SIGTERM."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    host, port = parse_address(listen)
+    adv_host, adv_port = parse_address(advertise) if advertise else (None, None)
+    config = CoordinatorConfig(
+        group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+        group_min_session_timeout_ms=min_session_timeout_ms,
+        group_max_session_timeout_ms=max_session_timeout_ms,
+        group_max_size=max_group_size,
+        offsets_retention_minutes=offsets_retention_minutes,
+        auto_create_topics_enable=auto_create_topics,
+    )
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    settings = ServerSettings(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        advertised_host=adv_host,
+        advertised_port=adv_port,
+        max_frame_bytes=max_frame_bytes,
+        synchronous="FULL" if fsync else "NORMAL",
+        coordinator=config,
+    )
+    sys.exit(asyncio.run(_serve(settings, port_file)))
+
+
+async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
+    server = CoordinatorServer(settings)
+    await server.start()
+    if port_file is not None:
+        tmp = port_file.with_suffix(".tmp")
+        tmp.write_text(f"{server.port}\n")
+        tmp.replace(port_file)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    serve = asyncio.create_task(server.serve_forever(), name="coordinator-serve")
+    stop_wait = asyncio.create_task(stopping.wait(), name="coordinator-signal")
+    await asyncio.wait({serve, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    stop_wait.cancel()
+    if server.failure is not None:
+        logging.getLogger("kgroups").critical("coordinator stopped: %s", server.failure)
+        return 1
+    await server.stop()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serve
+    return 0
+
+
+BootstrapOption = Annotated[str, typer.Option(help="Coordinator address, HOST:PORT.")]
+
+
+@topic_app.command("create")
+def topic_create(
+    name: str,
+    partitions: Annotated[int, typer.Option(min=1, help="Number of partitions.")] = 1,
+    bootstrap: BootstrapOption = "127.0.0.1:9092",
+) -> None:
+    """Create a topic (CreateTopics), or fail if it exists."""
+    from kgroups import admin
+
+    host, port = parse_address(bootstrap)
+    try:
+        asyncio.run(admin.create_topic(host, port, name, partitions))
+    except admin.AdminError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"created topic {name} with {partitions} partitions")
+
+
+@topic_app.command("partitions")
+def topic_partitions(
+    name: str,
+    partitions: Annotated[int, typer.Option(min=1, help="New total number of partitions.")],
+    bootstrap: BootstrapOption = "127.0.0.1:9092",
+) -> None:
+    """Grow a topic to N partitions (CreatePartitions)."""
+    from kgroups import admin
+
+    host, port = parse_address(bootstrap)
+    try:
+        asyncio.run(admin.create_partitions(host, port, name, partitions))
+    except admin.AdminError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"topic {name} now has {partitions} partitions")
+
+
+@topic_app.command("list")
+def topic_list(bootstrap: BootstrapOption = "127.0.0.1:9092") -> None:
+    """List topics and their partition counts (Metadata)."""
+    from kgroups import admin
+
+    host, port = parse_address(bootstrap)
+    for name, count in asyncio.run(admin.list_topics(host, port)):
+        typer.echo(f"{name}\t{count}")
+
+
+@topic_app.command("delete")
+def topic_delete(name: str, bootstrap: BootstrapOption = "127.0.0.1:9092") -> None:
+    """Delete a topic and every committed offset for it (DeleteTopics)."""
+    from kgroups import admin
+
+    host, port = parse_address(bootstrap)
+    try:
+        asyncio.run(admin.delete_topic(host, port, name))
+    except admin.AdminError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"deleted topic {name}")
+
+
+def main() -> None:
+    app()

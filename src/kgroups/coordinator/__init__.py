@@ -1,0 +1,1 @@
+"""The group coordinator: sans-IO core, wire adapter, store and asyncio server."""

@@ -1,0 +1,103 @@
+"""DescribeGroups, ListGroups and DeleteGroups: the administrative view of groups.
+
+What `kafka-consumer-groups.sh`, KafkaAdminClient and the kgroups operator read.
+Unknown groups describe as "Dead" (or GROUP_ID_NOT_FOUND from v6, KIP-1043); only Empty
+groups can be deleted, and deleting one removes its committed offsets too.
+"""
+
+from __future__ import annotations
+
+from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.model import Group
+from kgroups.coordinator.core.msg_group import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribedMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    RequestContext,
+)
+from kgroups.coordinator.core.offsets import delete_all_offsets
+from kgroups.coordinator.core.records import GroupRecord
+from kgroups.coordinator.core.states import GroupState
+from kgroups.protocol.errors import ErrorCode
+
+GROUP_NOT_FOUND_FROM = 6
+"""DescribeGroups versions that flag unknown groups with GROUP_ID_NOT_FOUND (KIP-1043)."""
+CLASSIC = "classic"
+
+
+def handle_describe(core: Core, ctx: RequestContext, req: DescribeGroupsRequest) -> None:
+    described = tuple(_describe(core, ctx, group_id) for group_id in req.group_ids)
+    core.out.reply(ctx.ref, DescribeGroupsResponse(described))
+
+
+def describe_group(group: Group) -> DescribedGroup:
+    """The DescribeGroups view of a live group (also used by tests and the operator)."""
+    stable = group.state is GroupState.STABLE
+    protocol = group.protocol_name if stable else None
+    members = tuple(
+        DescribedMember(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            metadata=m.metadata(protocol) if stable else b"",
+            assignment=m.assignment,
+        )
+        for m in group.members.values()
+    )
+    return DescribedGroup(
+        group_id=group.group_id,
+        state=group.state.value,
+        protocol_type=group.protocol_type or "",
+        protocol_data=(protocol or "") if stable else "",
+        members=members,
+    )
+
+
+def _describe(core: Core, ctx: RequestContext, group_id: str) -> DescribedGroup:
+    group = core.groups.get(group_id)
+    if group is None or group.state is GroupState.DEAD:
+        if ctx.api_version >= GROUP_NOT_FOUND_FROM:
+            return DescribedGroup(
+                group_id,
+                GroupState.DEAD.value,
+                error=ErrorCode.group_id_not_found,
+                error_message=f"Group {group_id} not found.",
+            )
+        return DescribedGroup(group_id, GroupState.DEAD.value)
+    return describe_group(group)
+
+
+def handle_list(core: Core, ctx: RequestContext, req: ListGroupsRequest) -> None:
+    states = {s.strip().lower() for s in req.states_filter}
+    types = {t.strip().lower() for t in req.types_filter}
+    listed = tuple(
+        ListedGroup(g.group_id, g.protocol_type or "", g.state.value, CLASSIC)
+        for g in core.groups.values()
+        if (not states or g.state.lower in states) and (not types or CLASSIC in types)
+    )
+    core.out.reply(ctx.ref, ListGroupsResponse(listed))
+
+
+def handle_delete(core: Core, ctx: RequestContext, req: DeleteGroupsRequest) -> None:
+    results = tuple((group_id, _delete(core, group_id)) for group_id in req.group_ids)
+    core.out.reply(ctx.ref, DeleteGroupsResponse(results))
+
+
+def _delete(core: Core, group_id: str) -> ErrorCode:
+    group = core.groups.get(group_id)
+    if group is None or group.state is GroupState.DEAD:
+        return ErrorCode.group_id_not_found
+    if group.state is not GroupState.EMPTY:
+        return ErrorCode.non_empty_group
+    delete_all_offsets(core, group_id)
+    group.transition_to(GroupState.DEAD, core.now_ms)
+    del core.groups[group_id]
+    core.out.persist(GroupRecord(group_id, None))
+    return ErrorCode.none

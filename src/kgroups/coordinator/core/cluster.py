@@ -1,0 +1,314 @@
+"""The one-node cluster: topics, Metadata, FindCoordinator, ListOffsets and Fetch.
+
+kgroups coordinates partitions it does not store. A topic is a name, an id and a
+partition count, registered through CreateTopics/CreatePartitions (so any Kafka admin
+client can manage them) and persisted as a record. Every partition is led by node 0 and
+holds no records: ListOffsets reports empty logs and Fetch long-polls and returns nothing,
+which is all a Kafka consumer needs to keep `poll()` running while it takes part in the
+group. Fetch never reports OFFSET_OUT_OF_RANGE: a consumer positioned at a committed
+offset stays there, so offsets kgroups members commit are never reset by a Kafka peer.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kgroups.coordinator.core.context import Core, TopicInfo
+from kgroups.coordinator.core.msg_cluster import (
+    CoordinatorResult,
+    CreatedTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    FetchedPartitionData,
+    FetchRequest,
+    FetchResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    ListedOffset,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    NewTopic,
+    PartitionMetadata,
+    TopicMetadata,
+    TopicOutcome,
+    TopicRef,
+)
+from kgroups.coordinator.core.msg_group import RequestContext
+from kgroups.coordinator.core.offsets import NULL_TOPIC_ID, delete_topic_offsets
+from kgroups.coordinator.core.records import TopicRecord, TopicValue
+from kgroups.protocol.errors import ErrorCode
+
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's rules for a topic name; the reason it is invalid, or None."""
+    if not name:
+        return "Topic name is empty"
+    if name in (".", ".."):
+        return "Topic name cannot be '.' or '..'"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL_TOPIC.fullmatch(name):
+        return (
+            f"Topic name {name!r} contains characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'"
+        )
+    return None
+
+
+def _collides(core: Core, name: str) -> str | None:
+    """Kafka refuses names that differ from an existing one only in '.' versus '_'."""
+    normal = name.replace(".", "_")
+    for existing in core.topics:
+        if existing != name and existing.replace(".", "_") == normal:
+            return existing
+    return None
+
+
+def _put_topic(core: Core, name: str, info: TopicInfo) -> None:
+    core.topics[name] = info
+    core.topic_names_by_id[info.topic_id] = name
+    core.out.persist(TopicRecord(name, TopicValue(info.topic_id, info.partitions, info.created_ms)))
+
+
+def create_topic(core: Core, name: str, partitions: int) -> TopicInfo:
+    info = TopicInfo(name, core.new_topic_id(), partitions, core.now_ms)
+    _put_topic(core, name, info)
+    return info
+
+
+def handle_create_topics(core: Core, ctx: RequestContext, req: CreateTopicsRequest) -> None:
+    seen: dict[str, int] = {}
+    for t in req.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    results = tuple(
+        CreatedTopic(t.name, ErrorCode.invalid_request, "Duplicate topic name in the request.")
+        if seen[t.name] > 1
+        else _create_one(core, t, validate_only=req.validate_only)
+        for t in req.topics
+    )
+    core.out.reply(ctx.ref, CreateTopicsResponse(results))
+
+
+def _create_one(core: Core, t: NewTopic, *, validate_only: bool) -> CreatedTopic:
+    def fail(code: ErrorCode, message: str) -> CreatedTopic:
+        return CreatedTopic(t.name, code, message)
+
+    reason = validate_topic_name(t.name)
+    if reason is not None:
+        return fail(ErrorCode.invalid_topic_exception, reason)
+    if t.name in core.topics:
+        return fail(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+    clash = _collides(core, t.name)
+    if clash is not None:
+        return fail(ErrorCode.invalid_topic_exception, f"Topic '{t.name}' collides with '{clash}'.")
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            return fail(
+                ErrorCode.invalid_request,
+                "Both numPartitions or replicationFactor and replicasAssignments were set.",
+            )
+        indexes = sorted(p for p, _ in t.assignments)
+        if indexes != list(range(len(indexes))):
+            return fail(ErrorCode.invalid_replica_assignment, "Partitions must be 0..n-1.")
+        if any(tuple(brokers) != (0,) for _, brokers in t.assignments):
+            return fail(ErrorCode.invalid_replica_assignment, "The only broker is node 0.")
+        partitions = len(indexes)
+    else:
+        partitions = core.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+        if partitions < 1:
+            return fail(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if t.replication_factor == 0 or t.replication_factor < -1:
+            return fail(
+                ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+            )
+        if t.replication_factor > 1:
+            return fail(
+                ErrorCode.invalid_replication_factor,
+                f"Replication factor: {t.replication_factor} larger than available brokers: 1.",
+            )
+    if validate_only:
+        return CreatedTopic(t.name, num_partitions=partitions, replication_factor=1)
+    info = create_topic(core, t.name, partitions)
+    return CreatedTopic(
+        t.name, topic_id=info.topic_id, num_partitions=partitions, replication_factor=1
+    )
+
+
+def handle_create_partitions(core: Core, ctx: RequestContext, req: CreatePartitionsRequest) -> None:
+    seen: dict[str, int] = {}
+    for name, _ in req.topics:
+        seen[name] = seen.get(name, 0) + 1
+    results: list[TopicOutcome] = []
+    for name, count in req.topics:
+        info = core.topics.get(name)
+        if seen[name] > 1:
+            results.append(TopicOutcome(name, ErrorCode.invalid_request, "Duplicate topic name."))
+        elif info is None:
+            results.append(
+                TopicOutcome(
+                    name, ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+                )
+            )
+        elif count == info.partitions:
+            results.append(
+                TopicOutcome(
+                    name, ErrorCode.invalid_partitions, f"Topic already has {count} partitions."
+                )
+            )
+        elif count < info.partitions:
+            message = (
+                f"Topic currently has {info.partitions} partitions, which is higher than the "
+                f"requested {count}."
+            )
+            results.append(TopicOutcome(name, ErrorCode.invalid_partitions, message))
+        else:
+            if not req.validate_only:
+                grown = TopicInfo(name, info.topic_id, count, info.created_ms)
+                _put_topic(core, name, grown)
+            results.append(TopicOutcome(name))
+    core.out.reply(ctx.ref, CreatePartitionsResponse(tuple(results)))
+
+
+def handle_delete_topics(core: Core, ctx: RequestContext, req: DeleteTopicsRequest) -> None:
+    results: list[TopicOutcome] = []
+    for ref in req.topics:
+        name = ref.name
+        if name is None and ref.topic_id is not None:
+            name = core.topic_names_by_id.get(ref.topic_id)
+            if name is None:
+                results.append(
+                    TopicOutcome(None, ErrorCode.unknown_topic_id, topic_id=ref.topic_id)
+                )
+                continue
+        info = core.topics.get(name or "")
+        if info is None:
+            results.append(TopicOutcome(name, ErrorCode.unknown_topic_or_partition))
+            continue
+        del core.topics[info.name]
+        del core.topic_names_by_id[info.topic_id]
+        core.out.persist(TopicRecord(info.name, None))
+        delete_topic_offsets(core, info.name)
+        results.append(TopicOutcome(info.name, topic_id=info.topic_id))
+    core.out.reply(ctx.ref, DeleteTopicsResponse(tuple(results)))
+
+
+def _topic_metadata(core: Core, info: TopicInfo) -> TopicMetadata:
+    node = core.node.node_id
+    partitions = tuple(
+        PartitionMetadata(p, node, 0, (node,), (node,)) for p in range(info.partitions)
+    )
+    return TopicMetadata(info.name, info.topic_id, partitions)
+
+
+def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> None:
+    if req.topics is None:
+        topics = tuple(_topic_metadata(core, info) for info in core.topics.values())
+    else:
+        out: list[TopicMetadata] = []
+        for ref in req.topics:
+            name = ref.name
+            if name is None and ref.topic_id is not None:
+                name = core.topic_names_by_id.get(ref.topic_id)
+                if name is None:
+                    out.append(TopicMetadata(None, ref.topic_id, (), ErrorCode.unknown_topic_id))
+                    continue
+            name = name or ""
+            info = core.topics.get(name)
+            if (
+                info is None
+                and req.allow_auto_topic_creation
+                and core.config.auto_create_topics_enable
+                and validate_topic_name(name) is None
+            ):
+                info = create_topic(core, name, core.config.num_partitions)
+            if info is None:
+                code = (
+                    ErrorCode.invalid_topic_exception
+                    if validate_topic_name(name)
+                    else ErrorCode.unknown_topic_or_partition
+                )
+                out.append(TopicMetadata(name, NULL_TOPIC_ID, (), code))
+            else:
+                out.append(_topic_metadata(core, info))
+        topics = tuple(out)
+    node = core.node
+    core.out.reply(
+        ctx.ref,
+        MetadataResponse(
+            brokers=(node,), cluster_id=core.cluster_id, controller_id=node.node_id, topics=topics
+        ),
+    )
+
+
+def handle_find_coordinator(core: Core, ctx: RequestContext, req: FindCoordinatorRequest) -> None:
+    node = core.node
+    if req.key_type == 0:
+        results = tuple(
+            CoordinatorResult(key, node.node_id, node.host, node.port) for key in req.keys
+        )
+    else:
+        message = "kgroups coordinates consumer groups only (key type 0)"
+        results = tuple(
+            CoordinatorResult(key, -1, "", -1, ErrorCode.invalid_request, message)
+            for key in req.keys
+        )
+    core.out.reply(ctx.ref, FindCoordinatorResponse(results))
+
+
+def handle_list_offsets(core: Core, ctx: RequestContext, req: ListOffsetsRequest) -> None:
+    topics: list[tuple[str, tuple[ListedOffset, ...]]] = []
+    for topic in req.topics:
+        info = core.topics.get(topic.name)
+        listed: list[ListedOffset] = []
+        for partition, timestamp in topic.partitions:
+            if info is None or not 0 <= partition < info.partitions:
+                listed.append(ListedOffset(partition, ErrorCode.unknown_topic_or_partition))
+            elif timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL):
+                listed.append(ListedOffset(partition, offset=0, leader_epoch=0))
+            else:
+                # MAX_TIMESTAMP or a time: an empty log has no such record.
+                listed.append(ListedOffset(partition))
+        topics.append((topic.name, tuple(listed)))
+    core.out.reply(ctx.ref, ListOffsetsResponse(tuple(topics)))
+
+
+def handle_fetch(core: Core, ctx: RequestContext, req: FetchRequest) -> None:
+    if req.session_id != 0:
+        core.out.reply(ctx.ref, FetchResponse((), ErrorCode.fetch_session_id_not_found))
+        return
+    if req.session_epoch not in (0, -1):
+        core.out.reply(ctx.ref, FetchResponse((), ErrorCode.invalid_fetch_session_epoch))
+        return
+    answered: list[tuple[TopicRef, tuple[FetchedPartitionData, ...]]] = []
+    for topic in req.topics:
+        ref = topic.ref
+        name = ref.name
+        if name is None and ref.topic_id is not None:
+            name = core.topic_names_by_id.get(ref.topic_id)
+        info = core.topics.get(name) if name is not None else None
+        missing = (
+            ErrorCode.unknown_topic_id if ref.name is None else ErrorCode.unknown_topic_or_partition
+        )
+        parts = tuple(
+            FetchedPartitionData(p.partition, missing)
+            if info is None or not 0 <= p.partition < info.partitions
+            else FetchedPartitionData(
+                p.partition,
+                high_watermark=max(p.fetch_offset, 0),
+                last_stable_offset=max(p.fetch_offset, 0),
+            )
+            for p in topic.partitions
+        )
+        answered.append((ref, parts))
+    wait = 0 if req.min_bytes <= 0 else max(0, min(req.max_wait_ms, core.config.fetch_max_wait_ms))
+    core.out.reply(ctx.ref, FetchResponse(tuple(answered), wait_ms=wait))

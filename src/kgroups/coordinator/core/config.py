@@ -1,0 +1,57 @@
+"""Coordinator settings: Kafka's broker configs for the classic group coordinator.
+
+Names follow the Kafka config with dots turned into underscores; defaults are Kafka's
+(`GroupCoordinatorConfig.java`), except where a field says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    group_min_session_timeout_ms: int = 6_000
+    """JoinGroup with a smaller session timeout gets INVALID_SESSION_TIMEOUT."""
+    group_max_session_timeout_ms: int = 1_800_000
+    """JoinGroup with a larger session timeout gets INVALID_SESSION_TIMEOUT."""
+    group_initial_rebalance_delay_ms: int = 3_000
+    """How long the first rebalance of an empty group waits for more members (KIP-134)."""
+    group_max_size: int = 2**31 - 1
+    """Members beyond this get GROUP_MAX_SIZE_REACHED."""
+    group_new_member_join_timeout_ms: int = 300_000
+    """How long a new member may sit in a join phase (KAFKA-9752); fixed in Kafka."""
+    offsets_retention_minutes: int = 10_080
+    """How long offsets outlive an empty group (or a simple group's last commit)."""
+    offsets_retention_check_interval_ms: int = 600_000
+    """How often expired offsets and groups are swept."""
+    offset_metadata_max_bytes: int = 4_096
+    """Longer commit metadata gets OFFSET_METADATA_TOO_LARGE for that partition."""
+    num_partitions: int = 1
+    """Partitions of a topic created without a count (CreateTopics with -1)."""
+    auto_create_topics_enable: bool = False
+    """Create unknown topics on Metadata requests that allow it. Off by default, unlike
+    Kafka: topics are meant to be declared (Topic resources, `kgroups topic create`)."""
+    fetch_max_wait_ms: int = 30_000
+    """Upper bound on how long a Fetch long-poll is held, whatever the client asks."""
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * MINUTE_MS
+
+    def validate(self) -> None:
+        """Reject settings Kafka would refuse to start with."""
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ValueError("group_initial_rebalance_delay_ms must be >= 0")
+        if self.group_max_size < 1:
+            raise ValueError("group_max_size must be >= 1")
+        if self.offsets_retention_minutes < 1:
+            raise ValueError("offsets_retention_minutes must be >= 1")
+        if self.offsets_retention_check_interval_ms < 1:
+            raise ValueError("offsets_retention_check_interval_ms must be >= 1")
+        if self.num_partitions < 1:
+            raise ValueError("num_partitions must be >= 1")

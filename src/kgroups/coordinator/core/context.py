@@ -1,0 +1,65 @@
+"""The coordinator's whole in-memory state, shared by the per-request modules.
+
+Handlers are plain functions of `(core, ...)`; the `Core` object holds the groups,
+offsets, topics and timers, the settings, the identity of this node, the clock value of
+the call in progress and the `Outbox` that call fills. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kgroups.coordinator.core.config import CoordinatorConfig
+from kgroups.coordinator.core.effects import Outbox
+from kgroups.coordinator.core.model import Group
+from kgroups.coordinator.core.msg_cluster import Node
+from kgroups.coordinator.core.records import OffsetValue
+from kgroups.coordinator.core.timers import KeyedTimers
+
+
+def _random_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    created_ms: int
+
+
+@dataclass(slots=True)
+class Core:
+    config: CoordinatorConfig
+    node: Node
+    cluster_id: str
+    new_member_id: Callable[[str], str] = _random_member_id
+    """`prefix -> unique id`; Kafka uses `clientId-UUID` (or `instanceId-UUID`)."""
+    new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4
+    groups: dict[str, Group] = field(default_factory=dict)
+    offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
+    """group id -> (topic, partition) -> committed offset."""
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+    topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    timers: KeyedTimers = field(default_factory=KeyedTimers)
+    out: Outbox = field(default_factory=Outbox)
+    now_ms: int = 0
+    """The time of the call in progress, in epoch milliseconds."""
+
+
+def heartbeat_key(group_id: str, member_id: str) -> str:
+    return f"heartbeat-{group_id}-{member_id}"
+
+
+def join_key(group_id: str) -> str:
+    return f"join-{group_id}"
+
+
+def sync_key(group_id: str) -> str:
+    return f"sync-{group_id}"
+
+
+EXPIRE_OFFSETS_KEY = "expire-offsets"

@@ -1,0 +1,89 @@
+"""What one call into the core produces: records to make durable, then replies to send.
+
+The server appends `records` through one ordered writer and releases `replies` only
+after those records (and every record of earlier calls) are durable. A reply may answer a
+request parked many calls ago: `Reply.ref` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kgroups.coordinator.core import msg_cluster as c
+from kgroups.coordinator.core import msg_group as g
+from kgroups.coordinator.core import msg_offsets as o
+from kgroups.coordinator.core.records import Record
+
+ResponseBody = (
+    g.JoinGroupResponse
+    | g.SyncGroupResponse
+    | g.HeartbeatResponse
+    | g.LeaveGroupResponse
+    | g.DescribeGroupsResponse
+    | g.ListGroupsResponse
+    | g.DeleteGroupsResponse
+    | o.OffsetCommitResponse
+    | o.OffsetFetchResponse
+    | c.MetadataResponse
+    | c.FindCoordinatorResponse
+    | c.CreateTopicsResponse
+    | c.CreatePartitionsResponse
+    | c.DeleteTopicsResponse
+    | c.ListOffsetsResponse
+    | c.FetchResponse
+)
+
+RequestBody = (
+    g.JoinGroupRequest
+    | g.SyncGroupRequest
+    | g.HeartbeatRequest
+    | g.LeaveGroupRequest
+    | g.DescribeGroupsRequest
+    | g.ListGroupsRequest
+    | g.DeleteGroupsRequest
+    | o.OffsetCommitRequest
+    | o.OffsetFetchRequest
+    | c.MetadataRequest
+    | c.FindCoordinatorRequest
+    | c.CreateTopicsRequest
+    | c.CreatePartitionsRequest
+    | c.DeleteTopicsRequest
+    | c.ListOffsetsRequest
+    | c.FetchRequest
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    ref: int
+    body: ResponseBody
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    records: tuple[Record, ...] = ()
+    replies: tuple[Reply, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.replies)
+
+
+@dataclass(slots=True)
+class Outbox:
+    """Collects a call's effects in the order they happen."""
+
+    records: list[Record] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+
+    def persist(self, record: Record) -> None:
+        self.records.append(record)
+
+    def reply(self, ref: int, body: ResponseBody) -> None:
+        self.replies.append(Reply(ref, body))
+
+    def take(self) -> Effects:
+        """Freeze and clear what was collected."""
+        effects = Effects(tuple(self.records), tuple(self.replies))
+        self.records.clear()
+        self.replies.clear()
+        return effects

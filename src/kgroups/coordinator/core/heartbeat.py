@@ -1,0 +1,39 @@
+"""Heartbeat: keeps a member's session alive and tells it when to rejoin.
+
+During PreparingRebalance the generation has not moved yet, so members of the old
+generation hear REBALANCE_IN_PROGRESS (their cue to rejoin), not ILLEGAL_GENERATION.
+"""
+
+from __future__ import annotations
+
+from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.msg_group import HeartbeatRequest, HeartbeatResponse, RequestContext
+from kgroups.coordinator.core.states import GroupState
+from kgroups.protocol.errors import ErrorCode, GroupError
+
+
+def handle_heartbeat(core: Core, ctx: RequestContext, req: HeartbeatRequest) -> None:
+    core.out.reply(ctx.ref, HeartbeatResponse(_heartbeat(core, req)))
+
+
+def _heartbeat(core: Core, req: HeartbeatRequest) -> ErrorCode:
+    if not req.group_id:
+        return ErrorCode.invalid_group_id
+    group = core.groups.get(req.group_id)
+    if group is None:
+        return ErrorCode.unknown_member_id
+    if group.state is GroupState.DEAD:
+        return ErrorCode.coordinator_not_available
+    try:
+        member = group.validate_member(req.member_id, req.group_instance_id)
+    except GroupError as err:
+        return err.code
+    if req.generation_id != group.generation_id:
+        return ErrorCode.illegal_generation
+    if group.state is GroupState.EMPTY:
+        return ErrorCode.unknown_member_id
+    rb.reschedule_heartbeat(core, group, member)
+    if group.state is GroupState.PREPARING_REBALANCE:
+        return ErrorCode.rebalance_in_progress
+    return ErrorCode.none

@@ -1,0 +1,157 @@
+"""The sans-IO group coordinator: requests and time in, records and replies out.
+
+`GroupCoordinator` is what the server, the tests and the simulator drive:
+
+* `handle(ctx, request, now_ms=...)` processes one request and returns `Effects`;
+* `next_deadline_ms()` is the earliest timer, `handle_timers(now_ms=...)` fires the due ones;
+* `replay(record)` then `resume(now_ms=...)` rebuild it from a store after a restart.
+
+Nothing here reads a clock, touches a socket or a file, or awaits: one call runs to
+completion, so no request ever observes another half-applied (the guarantee Kafka gets
+from processing one event per shard at a time).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kgroups.coordinator.core import admin, cluster, heartbeat, join, leave, offsets, sync
+from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_group as mg
+from kgroups.coordinator.core import msg_offsets as mo
+from kgroups.coordinator.core import replay as rp
+from kgroups.coordinator.core.config import CoordinatorConfig
+from kgroups.coordinator.core.context import EXPIRE_OFFSETS_KEY, Core
+from kgroups.coordinator.core.effects import Effects, RequestBody
+from kgroups.coordinator.core.model import Group
+from kgroups.coordinator.core.msg_cluster import Node
+from kgroups.coordinator.core.msg_group import RequestContext
+from kgroups.coordinator.core.records import Record
+
+Handler = Callable[[Core, RequestContext, Any], None]
+
+_HANDLERS: Mapping[type, Handler] = {
+    mg.JoinGroupRequest: join.handle_join,
+    mg.SyncGroupRequest: sync.handle_sync,
+    mg.HeartbeatRequest: heartbeat.handle_heartbeat,
+    mg.LeaveGroupRequest: leave.handle_leave,
+    mg.DescribeGroupsRequest: admin.handle_describe,
+    mg.ListGroupsRequest: admin.handle_list,
+    mg.DeleteGroupsRequest: admin.handle_delete,
+    mo.OffsetCommitRequest: offsets.handle_commit,
+    mo.OffsetFetchRequest: offsets.handle_fetch,
+    mc.MetadataRequest: cluster.handle_metadata,
+    mc.FindCoordinatorRequest: cluster.handle_find_coordinator,
+    mc.CreateTopicsRequest: cluster.handle_create_topics,
+    mc.CreatePartitionsRequest: cluster.handle_create_partitions,
+    mc.DeleteTopicsRequest: cluster.handle_delete_topics,
+    mc.ListOffsetsRequest: cluster.handle_list_offsets,
+    mc.FetchRequest: cluster.handle_fetch,
+}
+
+
+class HandlerFailed(Exception):
+    """A bug surfaced while handling a request or timer.
+
+    `effects` holds what the call had already done: its records must still be persisted
+    (the in-memory state already reflects them) and its replies sent.
+    """
+
+    def __init__(self, effects: Effects) -> None:
+        super().__init__("coordinator handler failed")
+        self.effects = effects
+
+
+class GroupCoordinator:
+    """Kafka's classic group coordinator, for one single-node cluster."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        *,
+        node: Node,
+        cluster_id: str,
+        new_member_id: Callable[[str], str] | None = None,
+        new_topic_id: Callable[[], uuid.UUID] | None = None,
+    ) -> None:
+        config.validate()
+        self._core = Core(config=config, node=node, cluster_id=cluster_id)
+        if new_member_id is not None:
+            self._core.new_member_id = new_member_id
+        if new_topic_id is not None:
+            self._core.new_topic_id = new_topic_id
+        self._started = False
+
+    @property
+    def config(self) -> CoordinatorConfig:
+        return self._core.config
+
+    @property
+    def groups(self) -> Mapping[str, Group]:
+        """Live groups, for inspection only: mutate them through requests."""
+        return self._core.groups
+
+    @property
+    def core(self) -> Core:
+        """The whole state, for tests and invariant checks."""
+        return self._core
+
+    # -- driving ---------------------------------------------------------------------------
+
+    def handle(self, ctx: RequestContext, request: RequestBody, *, now_ms: int) -> Effects:
+        core = self._advance(now_ms)
+        handler = _HANDLERS[type(request)]
+        try:
+            handler(core, ctx, request)
+        except Exception as exc:
+            raise HandlerFailed(core.out.take()) from exc
+        return core.out.take()
+
+    def next_deadline_ms(self) -> int | None:
+        return self._core.timers.next_deadline()
+
+    def handle_timers(self, *, now_ms: int) -> Effects:
+        core = self._advance(now_ms)
+        try:
+            while (entry := core.timers.pop_due(core.now_ms)) is not None:
+                entry.action(core.now_ms)
+        except Exception as exc:
+            raise HandlerFailed(core.out.take()) from exc
+        return core.out.take()
+
+    # -- durability ------------------------------------------------------------------------
+
+    def replay(self, record: Record) -> None:
+        """Apply one stored record (before `resume`)."""
+        if self._started:
+            raise RuntimeError("replay() after resume()")
+        rp.replay(self._core, record)
+
+    def resume(self, *, now_ms: int) -> Effects:
+        """Start serving: re-arm timers for everything replayed."""
+        self._started = True
+        core = self._advance(now_ms)
+        rp.resume(core)
+        self._schedule_offset_expiry()
+        return core.out.take()
+
+    def _schedule_offset_expiry(self) -> None:
+        core = self._core
+
+        def sweep(now_ms: int) -> None:
+            offsets.expire_offsets(core)
+            self._schedule_offset_expiry()
+
+        core.timers.schedule(
+            EXPIRE_OFFSETS_KEY, core.now_ms + core.config.offsets_retention_check_interval_ms, sweep
+        )
+
+    def _advance(self, now_ms: int) -> Core:
+        core = self._core
+        if not self._started:
+            raise RuntimeError("resume() must be called before the coordinator serves")
+        # Time never runs backwards inside the core, whatever the caller's clock does.
+        core.now_ms = max(core.now_ms, now_ms)
+        return core

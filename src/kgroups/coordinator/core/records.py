@@ -1,0 +1,84 @@
+"""The records the coordinator persists, and nothing else: its durable state.
+
+Three kinds, each a key and a value where a None value is a tombstone (Kafka's
+`GroupMetadataKey/Value`, `OffsetCommitKey/Value`, plus the topics this one-node cluster
+owns). A store keeps the latest value per key; replaying those values into a fresh core
+rebuilds everything a client was ever told.
+
+A group record is a whole-group snapshot, written when a generation begins, when its
+assignment is set, when a static member is replaced and when the group empties. Unlike
+Kafka it keeps every member's full protocol list (so a restart does not force a rebalance
+on members whose metadata did not change) and the state, so a group persisted mid-sync
+resumes in CompletingRebalance rather than pretending to be Stable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from kgroups.coordinator.core.msg_group import Protocol
+from kgroups.coordinator.core.states import GroupState
+
+
+@dataclass(frozen=True, slots=True)
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocols: tuple[Protocol, ...]
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupValue:
+    generation_id: int
+    state: GroupState
+    """Empty, CompletingRebalance or Stable: the states a group is persisted in."""
+    state_timestamp_ms: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str | None
+    members: tuple[MemberValue, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    group_id: str
+    value: GroupValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRecord:
+    group_id: str
+    topic: str
+    partition: int
+    value: OffsetValue | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicValue:
+    topic_id: uuid.UUID
+    partitions: int
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    value: TopicValue | None
+
+
+Record = GroupRecord | OffsetRecord | TopicRecord

@@ -1,0 +1,104 @@
+"""Rebuilding the coordinator from its records after a restart.
+
+Replay applies what the handlers persisted, without emitting anything: topics, then
+groups, then offsets, each at its latest value (tombstones remove). `resume` then re-arms
+what a restart lost: every member's session timer (so members that died with the old
+process are still expired), the pending-sync timer of a group persisted mid-sync, and the
+offset-expiry sweep.
+"""
+
+from __future__ import annotations
+
+from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.context import Core, TopicInfo
+from kgroups.coordinator.core.model import Group, Member
+from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record, TopicRecord
+from kgroups.coordinator.core.states import GroupState
+
+
+def replay(core: Core, record: Record) -> None:
+    if isinstance(record, TopicRecord):
+        _replay_topic(core, record)
+    elif isinstance(record, GroupRecord):
+        _replay_group(core, record)
+    else:
+        _replay_offset(core, record)
+
+
+def _replay_topic(core: Core, record: TopicRecord) -> None:
+    old = core.topics.pop(record.name, None)
+    if old is not None:
+        core.topic_names_by_id.pop(old.topic_id, None)
+    if record.value is not None:
+        v = record.value
+        core.topics[record.name] = TopicInfo(record.name, v.topic_id, v.partitions, v.created_ms)
+        core.topic_names_by_id[v.topic_id] = record.name
+
+
+def _replay_group(core: Core, record: GroupRecord) -> None:
+    if record.value is None:
+        core.groups.pop(record.group_id, None)
+        core.offsets.pop(record.group_id, None)
+        return
+    v = record.value
+    state = v.state
+    if state is GroupState.PREPARING_REBALANCE or state is GroupState.DEAD:
+        # Never written by this coordinator; treat a foreign record like Kafka does.
+        state = GroupState.STABLE if v.members else GroupState.EMPTY
+    group = Group(
+        record.group_id,
+        state=state,
+        state_timestamp_ms=v.state_timestamp_ms,
+        generation_id=v.generation_id,
+        protocol_type=v.protocol_type,
+        protocol_name=v.protocol_name,
+        leader_id=v.leader_id,
+    )
+    for m in v.members:
+        member = Member(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            session_timeout_ms=m.session_timeout_ms,
+            protocol_type=v.protocol_type or "",
+            protocols=m.protocols,
+            assignment=m.assignment,
+        )
+        group.add(member, None)
+    group.leader_id = v.leader_id if v.leader_id in group.members else group.leader_id
+    if state is GroupState.COMPLETING_REBALANCE:
+        group.pending_sync = dict.fromkeys(group.members)
+    group.subscribed_topics = group.compute_subscribed_topics()
+    core.groups[record.group_id] = group
+
+
+def _replay_offset(core: Core, record: OffsetRecord) -> None:
+    key = (record.topic, record.partition)
+    if record.value is None:
+        committed = core.offsets.get(record.group_id)
+        if committed is not None:
+            committed.pop(key, None)
+            if not committed:
+                del core.offsets[record.group_id]
+        return
+    if record.group_id not in core.groups:
+        # Offsets without group metadata belong to a simple group, as in Kafka.
+        core.groups[record.group_id] = Group(record.group_id)
+    core.offsets.setdefault(record.group_id, {})[key] = record.value
+
+
+def resume(core: Core) -> None:
+    """Re-arm timers after replay; may start a rebalance (a group now over max size)."""
+    for group in list(core.groups.values()):
+        for member in group.members.values():
+            rb.reschedule_heartbeat(core, group, member)
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            rb.schedule_pending_sync(core, group)
+        if len(group.members) > core.config.group_max_size:
+            rb.prepare_rebalance(
+                core,
+                group,
+                f"freshly loaded group is over capacity {core.config.group_max_size}",
+            )

@@ -1,0 +1,78 @@
+"""SyncGroup: the leader hands out the assignment; everyone else waits for it.
+
+Follower requests park until the leader's arrives. The leader's assignment is applied,
+the group becomes Stable and the snapshot record is emitted in the same call, so every
+parked answer leaves only once the assignment is durable.
+"""
+
+from __future__ import annotations
+
+from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.model import Group
+from kgroups.coordinator.core.msg_group import RequestContext, SyncGroupRequest, SyncGroupResponse
+from kgroups.coordinator.core.states import GroupState
+from kgroups.protocol.errors import ErrorCode, GroupError
+
+PROTOCOL_IN_SYNC_FROM = 5
+"""SyncGroup versions that must carry ProtocolType and ProtocolName (KIP-559)."""
+
+
+def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
+    try:
+        group = _validate(core, ctx, req)
+    except GroupError as err:
+        core.out.reply(ctx.ref, SyncGroupResponse(err.code))
+        return
+    if group.state is GroupState.PREPARING_REBALANCE:
+        core.out.reply(ctx.ref, SyncGroupResponse(ErrorCode.rebalance_in_progress))
+    elif group.state is GroupState.COMPLETING_REBALANCE:
+        member = group.members[req.member_id]
+        if member.awaiting_sync is not None:
+            # A retry while the first is still parked: answer the first so it is not lost.
+            core.out.reply(member.awaiting_sync, SyncGroupResponse(ErrorCode.rebalance_in_progress))
+        member.awaiting_sync = ctx.ref
+        rb.remove_pending_sync_member(core, group, req.member_id)
+        if group.is_leader(req.member_id):
+            assignment = dict(req.assignments)
+            rb.set_and_propagate_assignment(core, group, assignment)
+            group.transition_to(GroupState.STABLE, core.now_ms)
+            group.rebalance_started_ms = None
+            rb.persist(core, group)
+    elif group.state is GroupState.STABLE:
+        rb.remove_pending_sync_member(core, group, req.member_id)
+        member = group.members[req.member_id]
+        core.out.reply(
+            ctx.ref,
+            SyncGroupResponse(
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                assignment=member.assignment,
+            ),
+        )
+
+
+def _validate(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> Group:
+    if not req.group_id:
+        raise GroupError(ErrorCode.invalid_group_id)
+    if ctx.api_version >= PROTOCOL_IN_SYNC_FROM and (
+        req.protocol_type is None or req.protocol_name is None
+    ):
+        raise GroupError(ErrorCode.inconsistent_group_protocol)
+    group = core.groups.get(req.group_id)
+    if group is None or group.state is GroupState.EMPTY:
+        raise GroupError(ErrorCode.unknown_member_id)
+    if group.state is GroupState.DEAD:
+        raise GroupError(ErrorCode.coordinator_not_available)
+    group.validate_member(req.member_id, req.group_instance_id)
+    if req.generation_id != group.generation_id:
+        raise GroupError(ErrorCode.illegal_generation)
+    if _inconsistent(req.protocol_type, group.protocol_type) or _inconsistent(
+        req.protocol_name, group.protocol_name
+    ):
+        raise GroupError(ErrorCode.inconsistent_group_protocol)
+    return group
+
+
+def _inconsistent(requested: str | None, current: str | None) -> bool:
+    return requested is not None and current is not None and requested != current

@@ -1,0 +1,426 @@
+"""The coordinator's asyncio edge: sockets, the clock, the ordered writer.
+
+It is a thin adapter (aioquic's `asyncio/protocol.py` shape) around the sans-IO
+`GroupCoordinator`:
+
+* each connection reads size-prefixed frames, capping the size *before* buffering, and
+  processes one request at a time, answering in order, as a Kafka broker does;
+* every core call returns `Effects`; they join one ordered pipeline: their records go to
+  SQLite through a single writer thread (batched: a group commit per round trip), and
+  their replies leave only once everything before them is durable. A reply with no
+  records and nothing ahead of it leaves at once (the heartbeat fast path);
+* one `loop.call_at` is re-armed to the core's earliest deadline after every call;
+* time is `loop.time()`, offset once to epoch milliseconds at start, so the core sees
+  wall-clock-like timestamps (offsets outlive restarts) and tests can fake the loop clock.
+
+A frame we cannot decode closes that connection with a log line; an API or version we do
+not serve gets UNSUPPORTED_VERSION; a bug in a handler closes the connection that caused
+it. None of these disturbs any other client. A failed write is different: the coordinator
+stops (loudly), because replies could otherwise get ahead of durable state; restart
+recovers from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kgroups.coordinator.core import (
+    CoordinatorConfig,
+    Effects,
+    GroupCoordinator,
+    HandlerFailed,
+    Node,
+    Reply,
+    RequestContext,
+)
+from kgroups.coordinator.core.msg_cluster import FetchResponse
+from kgroups.coordinator.core.records import Record
+from kgroups.coordinator.store import Store
+from kgroups.coordinator.wire import api_versions_frame, decode, encode
+from kgroups.protocol.apis import ApiKey, api_name
+from kgroups.protocol.frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    SIZE,
+    MalformedFrame,
+    UnsupportedRequest,
+    encode_response,
+    parse_request,
+    peek_header,
+    unsupported_frame,
+)
+
+log = logging.getLogger("kgroups.coordinator")
+
+MAX_QUEUED_FRAMES = 128
+"""Frames a connection may have waiting before we stop reading from its socket."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: Path = Path(".kgroups")
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    synchronous: str = "FULL"
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: frames in, one request in flight, replies out in order."""
+
+    def __init__(self, server: CoordinatorServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = "unknown"
+        self.client_host = ""
+        self.closed = False
+        self._buffer = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._busy = False
+        self._pumping = False
+        self._paused = False
+        self.timers: set[asyncio.TimerHandle] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.peer = f"{peername[0]}:{peername[1]}"
+            self.client_host = f"/{peername[0]}"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._frames.clear()
+        for handle in self.timers:
+            handle.cancel()
+        self.timers.clear()
+        self.server.connections.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        limit = self.server.settings.max_frame_bytes
+        while len(buf) >= 4:
+            (size,) = SIZE.unpack_from(buf, 0)
+            if size < 0 or size > limit:
+                self.abort(f"frame size {size} outside 0..{limit} bytes")
+                return
+            if len(buf) < 4 + size:
+                break
+            self._frames.append(bytes(buf[4 : 4 + size]))
+            del buf[: 4 + size]
+        if len(self._frames) > MAX_QUEUED_FRAMES and not self._paused and self.transport:
+            self._paused = True
+            self.transport.pause_reading()
+        self._pump()
+
+    def _pump(self) -> None:
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while not self._busy and self._frames and not self.closed:
+                self._busy = True
+                self.server.dispatch(self, self._frames.popleft())
+        finally:
+            self._pumping = False
+        if self._paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and self.transport:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def complete(self, frame: bytes) -> None:
+        """Send the answer to the request in flight, then start on the next one."""
+        if self.closed or self.transport is None:
+            return
+        self.transport.write(frame)
+        self._busy = False
+        self._pump()
+
+    def complete_later(self, delay_s: float, frame: bytes) -> None:
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle
+
+        def fire() -> None:
+            self.timers.discard(handle)
+            self.complete(frame)
+
+        handle = loop.call_later(delay_s, fire)
+        self.timers.add(handle)
+
+    def abort(self, reason: str) -> None:
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+@dataclass(slots=True)
+class _Pending:
+    conn: Connection
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+class CoordinatorServer:
+    """Runs a `GroupCoordinator` on a TCP listener with a SQLite store."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        self.connections: set[Connection] = set()
+        self.coordinator: GroupCoordinator | None = None
+        self.port = settings.port
+        self._store = Store(settings.data_dir, synchronous=settings.synchronous)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-store")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._epoch_offset_ms = 0
+        self._refs = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._queue: list[Effects] = []
+        self._writing = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._stopped = asyncio.Event()
+        self.failure: BaseException | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._epoch_offset_ms = int(time.time() * 1000) - int(loop.time() * 1000)
+        await loop.run_in_executor(self._executor, self._store.open)
+        cluster_id = await loop.run_in_executor(self._executor, self._store.cluster_id)
+        records: list[Record] = await loop.run_in_executor(
+            self._executor, lambda: list(self._store.load())
+        )
+        self._server = await loop.create_server(
+            lambda: Connection(self), self.settings.host, self.settings.port
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        node = Node(
+            0,
+            self.settings.advertised_host or self.settings.host,
+            self.settings.advertised_port or self.port,
+        )
+        coordinator = GroupCoordinator(self.settings.coordinator, node=node, cluster_id=cluster_id)
+        for record in records:
+            coordinator.replay(record)
+        self.coordinator = coordinator
+        groups = len(coordinator.groups)
+        log.info(
+            "coordinator listening on %s:%d (advertised %s:%d), data dir %s: "
+            "replayed %d records, %d groups",
+            self.settings.host,
+            self.port,
+            node.host,
+            node.port,
+            self.settings.data_dir,
+            len(records),
+            groups,
+        )
+        self._submit(coordinator.resume(now_ms=self.now_ms()))
+        self._rearm()
+
+    async def serve_forever(self) -> None:
+        await self._stopped.wait()
+        if self.failure is not None:
+            raise self.failure
+
+    async def stop(self) -> None:
+        """Stop accepting, close every connection, finish pending writes, close the store."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        while self._writing:
+            await asyncio.sleep(0.005)
+        if self._queue and self.failure is None:
+            records = [r for e in self._queue for r in e.records]
+            await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._store.append, records
+            )
+            self._queue.clear()
+        if self._server is not None:
+            await self._server.wait_closed()
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
+        self._executor.shutdown(wait=True)
+        self._stopped.set()
+
+    def now_ms(self) -> int:
+        assert self._loop is not None
+        return int(self._loop.time() * 1000) + self._epoch_offset_ms
+
+    # -- requests ------------------------------------------------------------------------
+
+    def dispatch(self, conn: Connection, frame: bytes) -> None:
+        try:
+            key, version, correlation_id = peek_header(frame)
+        except MalformedFrame as exc:
+            conn.abort(str(exc))
+            return
+        if key == ApiKey.API_VERSIONS:
+            conn.complete(api_versions_frame(correlation_id, version))
+            return
+        try:
+            request = parse_request(frame)
+            body = decode(key, version, request.body)
+        except UnsupportedRequest:
+            log.warning("unsupported request from %s: %s v%d", conn.peer, api_name(key), version)
+            conn.complete(unsupported_frame(correlation_id))
+            return
+        except MalformedFrame as exc:
+            conn.abort(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - a request kio parsed but we cannot use
+            conn.abort(f"cannot interpret {api_name(key)} v{version}: {exc!r}")
+            return
+        coordinator = self.coordinator
+        assert coordinator is not None
+        ref = next(self._refs)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("<- %s %s v%d #%d %r", conn.peer, api_name(key), version, ref, body)
+        self._pending[ref] = _Pending(conn, key, version, correlation_id)
+        ctx = RequestContext(ref, version, request.client_id, conn.client_host)
+        try:
+            effects = coordinator.handle(ctx, body, now_ms=self.now_ms())
+        except HandlerFailed as failed:
+            log.exception("bug while handling %s v%d from %s", api_name(key), version, conn.peer)
+            self._pending.pop(ref, None)
+            self._submit(failed.effects)
+            conn.abort("internal error")
+            self._rearm()
+            return
+        self._submit(effects)
+        self._rearm()
+
+    # -- the ordered pipeline ------------------------------------------------------------
+
+    def _submit(self, effects: Effects) -> None:
+        if not effects:
+            return
+        if not effects.records and not self._queue and not self._writing:
+            self._deliver(effects.replies)
+            return
+        self._queue.append(effects)
+        if not self._writing:
+            self._flush()
+
+    def _flush(self) -> None:
+        while self._queue and not self._writing and self.failure is None:
+            batch, self._queue = self._queue, []
+            records = [r for e in batch for r in e.records]
+            if not records:
+                for effects in batch:
+                    self._deliver(effects.replies)
+                continue
+            self._writing = True
+            assert self._loop is not None
+            future = self._loop.run_in_executor(self._executor, self._store.append, records)
+            future.add_done_callback(functools.partial(self._written, batch=batch))
+
+    def _written(self, future: asyncio.Future[None], *, batch: list[Effects]) -> None:
+        self._writing = False
+        exc = future.exception()
+        if exc is not None:
+            self._fail(exc)
+            return
+        for effects in batch:
+            self._deliver(effects.replies)
+        self._flush()
+
+    def _deliver(self, replies: tuple[Reply, ...]) -> None:
+        for reply in replies:
+            pending = self._pending.pop(reply.ref, None)
+            if pending is None or pending.conn.closed:
+                continue
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("-> %s #%d %r", pending.conn.peer, reply.ref, reply.body)
+            try:
+                body = encode(pending.api_key, pending.api_version, reply.body)
+                frame = encode_response(
+                    pending.api_key, pending.api_version, pending.correlation_id, body
+                )
+            except Exception as exc:
+                log.exception("cannot encode %s", api_name(pending.api_key))
+                pending.conn.abort(f"internal error encoding a response: {exc!r}")
+                continue
+            if isinstance(reply.body, FetchResponse) and reply.body.wait_ms > 0:
+                pending.conn.complete_later(reply.body.wait_ms / 1000, frame)
+            else:
+                pending.conn.complete(frame)
+
+    def _fail(self, exc: BaseException) -> None:
+        log.critical("store write failed, stopping the coordinator: %s", exc)
+        self.failure = exc
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.abort("coordinator stopping after a store failure")
+        if self._timer is not None:
+            self._timer.cancel()
+        self._stopped.set()
+
+    # -- timers --------------------------------------------------------------------------
+
+    def _rearm(self) -> None:
+        if self.coordinator is None or self.failure is not None or self._loop is None:
+            return
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline == self._timer_deadline:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            when = (deadline - self._epoch_offset_ms) / 1000
+            self._timer = self._loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        deadline = self._timer_deadline or 0
+        self._timer = None
+        self._timer_deadline = None
+        coordinator = self.coordinator
+        assert coordinator is not None
+        try:
+            # The loop may wake a hair early; the deadline it was armed for has come.
+            effects = coordinator.handle_timers(now_ms=max(self.now_ms(), deadline))
+        except HandlerFailed as failed:
+            log.exception("bug while firing coordinator timers")
+            effects = failed.effects
+        self._submit(effects)
+        self._rearm()
+
+
+async def run_server(
+    settings: ServerSettings, ready: Callable[[CoordinatorServer], Any] | None = None
+) -> None:
+    """Run until cancelled (stopping cleanly) or until the store fails (raising)."""
+    server = CoordinatorServer(settings)
+    await server.start()
+    if ready is not None:
+        ready(server)
+    try:
+        await server.serve_forever()
+    finally:
+        if server.failure is None:
+            await server.stop()

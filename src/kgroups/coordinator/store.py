@@ -1,0 +1,249 @@
+"""The durable store: the coordinator's records in SQLite (WAL), in its data directory.
+
+The store is a compacted log, like `__consumer_offsets` after compaction: one row per key
+(a group, a committed offset, a topic) holding the latest value; a tombstone deletes the
+row. `append` writes one batch of records in one transaction and returns only once SQLite
+has it durable (`synchronous=FULL` by default); the server calls it from a single writer
+thread, in order, before it releases the replies that depend on those records. `load`
+yields every row back as a record, topics first, then groups, then offsets, which is the
+order replay needs.
+
+Group values are JSON (bytes as base64): readable with the `sqlite3` shell, and versioned
+by the `schema_version` row so a later release can migrate them.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from kgroups.coordinator.core.msg_group import Protocol
+from kgroups.coordinator.core.records import (
+    GroupRecord,
+    GroupValue,
+    MemberValue,
+    OffsetRecord,
+    OffsetValue,
+    Record,
+    TopicRecord,
+    TopicValue,
+)
+from kgroups.coordinator.core.states import GroupState
+
+SCHEMA_VERSION = 1
+DB_FILE = "coordinator.db"
+LOCK_FILE = "coordinator.lock"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS topics (
+    name TEXT PRIMARY KEY, topic_id TEXT NOT NULL, partitions INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS offsets (
+    group_id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
+    committed_offset INTEGER NOT NULL, leader_epoch INTEGER NOT NULL, metadata TEXT NOT NULL,
+    commit_ms INTEGER NOT NULL, expire_ms INTEGER,
+    PRIMARY KEY (group_id, topic, partition));
+"""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or written; the coordinator must stop."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"))
+
+
+def encode_group(value: GroupValue) -> str:
+    return json.dumps(
+        {
+            "generation": value.generation_id,
+            "state": value.state.value,
+            "state_ms": value.state_timestamp_ms,
+            "protocol_type": value.protocol_type,
+            "protocol": value.protocol_name,
+            "leader": value.leader_id,
+            "members": [
+                {
+                    "id": m.member_id,
+                    "instance": m.group_instance_id,
+                    "client": m.client_id,
+                    "host": m.client_host,
+                    "rebalance_ms": m.rebalance_timeout_ms,
+                    "session_ms": m.session_timeout_ms,
+                    "protocols": [[p.name, _b64(p.metadata)] for p in m.protocols],
+                    "assignment": _b64(m.assignment),
+                }
+                for m in value.members
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_group(text: str) -> GroupValue:
+    raw: dict[str, Any] = json.loads(text)
+    return GroupValue(
+        generation_id=raw["generation"],
+        state=GroupState(raw["state"]),
+        state_timestamp_ms=raw["state_ms"],
+        protocol_type=raw["protocol_type"],
+        protocol_name=raw["protocol"],
+        leader_id=raw["leader"],
+        members=tuple(
+            MemberValue(
+                member_id=m["id"],
+                group_instance_id=m["instance"],
+                client_id=m["client"],
+                client_host=m["host"],
+                rebalance_timeout_ms=m["rebalance_ms"],
+                session_timeout_ms=m["session_ms"],
+                protocols=tuple(Protocol(n, _unb64(md)) for n, md in m["protocols"]),
+                assignment=_unb64(m["assignment"]),
+            )
+            for m in raw["members"]
+        ),
+    )
+
+
+class Store:
+    """One coordinator's records in `data_dir/coordinator.db`; one writer at a time."""
+
+    def __init__(self, data_dir: Path, *, synchronous: str = "FULL") -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / DB_FILE
+        self._synchronous = synchronous
+        self._db: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+
+    def open(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise StoreError(
+                f"{self.data_dir} is in use by another coordinator (lock held on {LOCK_FILE})"
+            ) from None
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={self._synchronous}")
+            db.executescript(_SCHEMA)
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has schema {row[0]}, expected {SCHEMA_VERSION}")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        self._db = db
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise StoreError("store is not open")
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def cluster_id(self) -> str:
+        """This coordinator's cluster id, created on first start and kept forever."""
+        row = self.db.execute("SELECT value FROM meta WHERE key='cluster_id'").fetchone()
+        if row is not None:
+            return str(row[0])
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.db.execute("INSERT INTO meta VALUES ('cluster_id', ?)", (cluster_id,))
+        return cluster_id
+
+    def load(self) -> Iterator[Record]:
+        db = self.db
+        for name, topic_id, partitions, created in db.execute(
+            "SELECT name, topic_id, partitions, created_ms FROM topics ORDER BY name"
+        ):
+            yield TopicRecord(name, TopicValue(uuid.UUID(topic_id), partitions, created))
+        for group_id, value in db.execute("SELECT group_id, value FROM groups ORDER BY group_id"):
+            yield GroupRecord(group_id, decode_group(value))
+        for row in db.execute(
+            "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, "
+            "commit_ms, expire_ms FROM offsets ORDER BY group_id, topic, partition"
+        ):
+            group_id, topic, partition, offset, epoch, metadata, commit_ms, expire_ms = row
+            yield OffsetRecord(
+                group_id,
+                topic,
+                partition,
+                OffsetValue(offset, epoch, metadata, commit_ms, expire_ms),
+            )
+
+    def append(self, records: Sequence[Record]) -> None:
+        """Make `records` durable, in order, in one transaction."""
+        if not records:
+            return
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            for record in records:
+                self._apply(db, record)
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise StoreError(f"write to {self.path} failed: {exc}") from exc
+
+    @staticmethod
+    def _apply(db: sqlite3.Connection, record: Record) -> None:
+        if isinstance(record, OffsetRecord):
+            key = (record.group_id, record.topic, record.partition)
+            if record.value is None:
+                db.execute("DELETE FROM offsets WHERE group_id=? AND topic=? AND partition=?", key)
+            else:
+                v = record.value
+                db.execute(
+                    "INSERT OR REPLACE INTO offsets VALUES (?,?,?,?,?,?,?,?)",
+                    (
+                        *key,
+                        v.offset,
+                        v.leader_epoch,
+                        v.metadata,
+                        v.commit_timestamp_ms,
+                        v.expire_timestamp_ms,
+                    ),
+                )
+        elif isinstance(record, GroupRecord):
+            if record.value is None:
+                db.execute("DELETE FROM groups WHERE group_id=?", (record.group_id,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO groups VALUES (?,?)",
+                    (record.group_id, encode_group(record.value)),
+                )
+        elif record.value is None:
+            db.execute("DELETE FROM topics WHERE name=?", (record.name,))
+        else:
+            v2 = record.value
+            db.execute(
+                "INSERT OR REPLACE INTO topics VALUES (?,?,?,?)",
+                (record.name, str(v2.topic_id), v2.partitions, v2.created_ms),
+            )

@@ -1,0 +1,7 @@
+"""The wire adapter: Kafka messages (kio, every version) to and from the core's messages."""
+
+from kgroups.coordinator.wire.decode import DECODERS, decode
+from kgroups.coordinator.wire.encode import encode
+from kgroups.coordinator.wire.versions import api_versions_frame
+
+__all__ = ["DECODERS", "api_versions_frame", "decode", "encode"]

@@ -1,0 +1,157 @@
+"""Kafka request and response frames: size-prefixed, with a versioned header.
+
+A frame is `int32 size` then `size` bytes. Requests start with `api_key int16,
+api_version int16, correlation_id int32, client_id nullable string`, plus tagged fields
+when the request version is flexible (header v2). Responses start with the correlation id,
+plus tagged fields when the response version is flexible, except ApiVersions, whose
+response header is always v0 so that a client can read it before it knows our versions.
+
+Parsing never trusts the input: an unknown API or version is reported with the
+correlation id (the caller answers UNSUPPORTED_VERSION); anything that does not decode
+raises `MalformedFrame` (the caller closes that connection).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class, response_class
+from kgroups.protocol.errors import ErrorCode
+
+SIZE = struct.Struct(">i")
+_FIXED = struct.Struct(">hhi")
+_I16 = struct.Struct(">h")
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+"""Kafka's `socket.request.max.bytes` default."""
+
+
+class MalformedFrame(Exception):
+    """The bytes are not a request we can decode; the connection cannot be trusted."""
+
+
+class UnsupportedRequest(Exception):
+    """A well-framed request for an API or version we do not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api {api_key} v{api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    body: Any
+
+
+def _read_uvarint(buf: memoryview, offset: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if offset >= len(buf) or shift > 28:
+            raise MalformedFrame("bad unsigned varint")
+        byte = buf[offset]
+        offset += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, offset
+        shift += 7
+
+
+def _skip_tagged_fields(buf: memoryview, offset: int) -> int:
+    count, offset = _read_uvarint(buf, offset)
+    for _ in range(count):
+        _, offset = _read_uvarint(buf, offset)
+        size, offset = _read_uvarint(buf, offset)
+        offset += size
+        if offset > len(buf):
+            raise MalformedFrame("tagged field runs past the frame")
+    return offset
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) of a request frame's payload."""
+    if len(frame) < _FIXED.size:
+        raise MalformedFrame(f"frame of {len(frame)} bytes is too short for a request header")
+    key, version, correlation_id = _FIXED.unpack_from(frame, 0)
+    return key, version, correlation_id
+
+
+_READERS: dict[type, Any] = {}
+_WRITERS: dict[type, Any] = {}
+
+
+def reader_for(cls: type) -> Any:
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = entity_reader(cls)
+    return reader
+
+
+def writer_for(cls: type) -> Any:
+    writer = _WRITERS.get(cls)
+    if writer is None:
+        writer = _WRITERS[cls] = entity_writer(cls)
+    return writer
+
+
+def parse_request(frame: bytes) -> Request:
+    """Decode one request frame payload (the bytes after the size prefix)."""
+    key, version, correlation_id = peek_header(frame)
+    spec = SUPPORTED.get(key)
+    if spec is None or not spec.supports(version):
+        raise UnsupportedRequest(key, version, correlation_id)
+    cls = request_class(key, version)
+    buf = memoryview(frame)
+    try:
+        offset = _FIXED.size
+        (length,) = _I16.unpack_from(buf, offset)
+        offset += 2
+        client_id = ""
+        if length >= 0:
+            if offset + length > len(buf):
+                raise MalformedFrame("client id runs past the frame")
+            client_id = bytes(buf[offset : offset + length]).decode("utf-8")
+            offset += length
+        if cls.__flexible__:  # type: ignore[attr-defined]
+            offset = _skip_tagged_fields(buf, offset)
+        body, _ = reader_for(cls)(buf, offset)
+    except MalformedFrame:
+        raise
+    except Exception as exc:  # kio raises many types on bad input; all mean "malformed"
+        raise MalformedFrame(f"cannot decode {spec.name} v{version}: {exc!r}") from exc
+    return Request(key, version, correlation_id, client_id, body)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """A complete response frame (size prefix included) for `body`."""
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(correlation_id.to_bytes(4, "big", signed=True))
+    if api_key != ApiKey.API_VERSIONS and type(body).__flexible__:
+        out.write(b"\x00")  # no tagged fields in the response header
+    writer_for(type(body))(out, body)
+    frame = out.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def unsupported_frame(correlation_id: int) -> bytes:
+    """The smallest answer to an API or version we do not serve: the correlation id and
+    UNSUPPORTED_VERSION, which is also how every ApiVersions v0 response begins."""
+    payload = correlation_id.to_bytes(4, "big", signed=True) + _I16.pack(
+        ErrorCode.unsupported_version.value
+    )
+    return SIZE.pack(len(payload)) + payload
+
+
+def response_type(api_key: int, api_version: int) -> type:
+    return response_class(api_key, api_version)

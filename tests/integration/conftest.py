@@ -1,0 +1,39 @@
+"""Fixtures for integration tests: a real coordinator process and its members."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import Coordinator, Member
+
+FAST = (
+    "--initial-rebalance-delay-ms", "300",
+    "--min-session-timeout-ms", "1000",
+    "--log-level", "INFO",
+)  # fmt: skip
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
+    coord = Coordinator(tmp_path / "data", *FAST)
+    coord.start()
+    yield coord
+    coord.kill()
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    """Register members here; all are killed at teardown whatever the test did."""
+    started: list[Member] = []
+    yield started
+    for m in started:
+        m.kill()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)

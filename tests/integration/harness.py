@@ -1,0 +1,232 @@
+"""Processes for integration tests: the real coordinator and real Kafka client members.
+
+Everything binds to 127.0.0.1, every wait is bounded, and every process started is
+stopped by the fixture that started it (SIGKILL as a last resort).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMBER_SCRIPT = Path(__file__).with_name("member.py")
+PYTHON = sys.executable
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05) -> Any:
+    """Poll `predicate` until it returns something truthy, or fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)
+
+
+class Coordinator:
+    """`kgroups coordinator` as a subprocess, on a loopback port, with a data dir."""
+
+    def __init__(self, data_dir: Path, *extra: str) -> None:
+        self.data_dir = data_dir
+        self.extra = list(extra)
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        port_file = self.data_dir.parent / f"{self.data_dir.name}.port"
+        port_file.unlink(missing_ok=True)
+        cmd = [
+            PYTHON, "-m", "kgroups", "coordinator",
+            "--listen", f"127.0.0.1:{self.port}",
+            "--data-dir", str(self.data_dir),
+            "--port-file", str(port_file),
+            *self.extra,
+        ]  # fmt: skip
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        log.close()
+        self.starts += 1
+
+        def bound() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"coordinator exited early:\n{self.log()}")
+            return port_file.exists()
+
+        wait_until(bound, 20, "the coordinator to listen")
+        self.port = int(port_file.read_text())
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to flush or close anything."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self, *, hard: bool = False) -> None:
+        if hard:
+            self.kill()
+        else:
+            assert self.stop() == 0, self.log()
+        self.start()
+
+
+class Member:
+    """tests/integration/member.py as a subprocess; collects the events it prints."""
+
+    def __init__(self, client: str, bootstrap: str, group: str, topics: Iterable[str], *,
+                 client_id: str, strategy: str = "range", instance_id: str | None = None,
+                 session_timeout_ms: int = 4000) -> None:  # fmt: skip
+        self.name = client_id
+        cmd = [
+            PYTHON, str(MEMBER_SCRIPT), "--client", client, "--bootstrap", bootstrap,
+            "--group", group, "--topics", ",".join(topics), "--client-id", client_id,
+            "--strategy", strategy, "--session-timeout-ms", str(session_timeout_ms),
+        ]  # fmt: skip
+        if instance_id is not None:
+            cmd += ["--instance-id", instance_id]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.events: list[dict[str, Any]] = []
+        self.stderr: list[str] = []
+        self._new: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, name=f"{client_id}-out", daemon=True).start()
+        threading.Thread(target=self._read_err, name=f"{client_id}-err", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self.events.append(event)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    @property
+    def assignment(self) -> dict[str, Any] | None:
+        """The last assignment this member reported (None before its first)."""
+        for event in reversed(self.events):
+            if event["event"] == "assigned":
+                return event
+        return None
+
+    def send(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{command}\n".encode())
+        self.proc.stdin.flush()
+
+    def wait_event(self, name: str, after: int = 0, timeout: float = 20) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            for event in self.events[after:]:
+                if event["event"] == name:
+                    return event
+            return None
+
+        try:
+            event: dict[str, Any] = wait_until(found, timeout, f"{self.name}: {name}")
+        except AssertionError:
+            raise AssertionError(
+                f"{self.name} never reported {name}; events={self.events}\n"
+                f"stderr tail:\n{''.join(self.stderr[-30:])}"
+            ) from None
+        return event
+
+    def close(self, timeout: float = 20) -> None:
+        """Ask the client to close (it sends LeaveGroup) and wait for it to exit."""
+        if self.proc.poll() is None:
+            self.send("close")
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL: no LeaveGroup; the coordinator must notice by session timeout."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def converged(members: Iterable[Member], partitions: set[tuple[str, int]]) -> int | None:
+    """The generation if every member reports the same one and together they cover
+    `partitions` exactly once; None otherwise."""
+    reports = [m.assignment for m in members]
+    if any(r is None for r in reports):
+        return None
+    generations = {r["generation"] for r in reports if r is not None}
+    if len(generations) != 1:
+        return None
+    owned = [tuple(p) for r in reports if r is not None for p in r["partitions"]]
+    if len(owned) != len(set(owned)) or set(owned) != partitions:
+        return None
+    return generations.pop()
+
+
+def no_overlap_per_generation(members: Iterable[Member]) -> None:
+    """Across everything ever reported: no partition owned twice in one generation.
+
+    Owners are processes by name: a static member restarted under the same name is the
+    same owner (its predecessor is dead and fenced), anything else is a violation.
+    """
+    owners: dict[tuple[int, tuple[str, int]], str] = {}
+    for m in members:
+        for event in m.events:
+            if event["event"] != "assigned":
+                continue
+            for p in event["partitions"]:
+                key = (event["generation"], (p[0], p[1]))
+                other = owners.setdefault(key, m.name)
+                assert other == m.name, (
+                    f"partition {p} assigned to {other} and {m.name} "
+                    f"in generation {event['generation']}"
+                )

@@ -1,0 +1,181 @@
+"""A real Kafka consumer (kafka-python or aiokafka) as a group member, driven by a test.
+
+Run as its own process so a test can close it, kill it with SIGKILL, or restart it with
+the same static identity. It reports what the client library itself believes, one JSON
+object per line on stdout:
+
+    {"event": "assigned", "generation": 3, "member_id": "...", "partitions": [["t", 0]]}
+    {"event": "revoked", "partitions": [...]}
+    {"event": "committed", "offset": 42, "partitions": [...]}   (after a "commit N" command)
+    {"event": "commit_failed", "error": "..."}
+    {"event": "closed"}
+
+Commands on stdin: `commit N` (commit offset N for every assigned partition) and `close`
+(leave the group cleanly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import queue
+import sys
+import threading
+import time
+from typing import Any
+
+
+def emit(**event: Any) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def tps(partitions: Any) -> list[list[Any]]:
+    return sorted([tp.topic, tp.partition] for tp in partitions)
+
+
+def stdin_commands() -> queue.Queue[str]:
+    commands: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            commands.put(line.strip())
+        commands.put("close")
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    return commands
+
+
+def run_kafka_python(args: argparse.Namespace) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    strategies = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.client_id,
+        group_instance_id=args.instance_id,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        max_poll_interval_ms=args.max_poll_interval_ms,
+        enable_auto_commit=False,
+        partition_assignment_strategy=[strategies[args.strategy]],
+    )
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            emit(event="revoked", partitions=tps(revoked))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            meta = consumer.group_metadata()
+            emit(
+                event="assigned",
+                generation=meta.generation_id,
+                member_id=meta.member_id,
+                partitions=tps(assigned),
+            )
+
+    consumer.subscribe(args.topics.split(","), listener=Listener())
+    commands = stdin_commands()
+    while True:
+        consumer.poll(timeout_ms=100)
+        try:
+            command = commands.get_nowait()
+        except queue.Empty:
+            continue
+        if command == "close":
+            consumer.close()
+            emit(event="closed")
+            return
+        if command.startswith("commit "):
+            offset = int(command.split()[1])
+            assigned = consumer.assignment()
+            try:
+                consumer.commit({tp: OffsetAndMetadata(offset, "", -1) for tp in assigned})
+                emit(event="committed", offset=offset, partitions=tps(assigned))
+            except Exception as exc:  # noqa: BLE001 - the test wants to see any failure
+                emit(event="commit_failed", error=repr(exc))
+
+
+async def run_aiokafka(args: argparse.Namespace) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.structs import OffsetAndMetadata
+
+    strategies = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.client_id,
+        group_instance_id=args.instance_id,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        max_poll_interval_ms=args.max_poll_interval_ms,
+        enable_auto_commit=False,
+        partition_assignment_strategy=(strategies[args.strategy],),
+    )
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            emit(event="revoked", partitions=tps(revoked))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            coordinator = consumer._coordinator
+            emit(
+                event="assigned",
+                generation=coordinator.generation,
+                member_id=coordinator.member_id,
+                partitions=tps(assigned),
+            )
+
+    await consumer.start()
+    consumer.subscribe(args.topics.split(","), listener=Listener())
+    commands = stdin_commands()
+    loop = asyncio.get_running_loop()
+    getter = loop.run_in_executor(None, commands.get)
+    while True:
+        await consumer.getmany(timeout_ms=100)
+        if not getter.done():
+            continue
+        command = getter.result()
+        getter = loop.run_in_executor(None, commands.get)
+        if command == "close":
+            await consumer.stop()
+            emit(event="closed")
+            return
+        if command.startswith("commit "):
+            offset = int(command.split()[1])
+            assigned = consumer.assignment()
+            try:
+                await consumer.commit({tp: OffsetAndMetadata(offset, "") for tp in assigned})
+                emit(event="committed", offset=offset, partitions=tps(assigned))
+            except Exception as exc:  # noqa: BLE001 - the test wants to see any failure
+                emit(event="commit_failed", error=repr(exc))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client", choices=["kafka-python", "aiokafka"], required=True)
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topics", required=True)
+    parser.add_argument("--client-id", required=True)
+    parser.add_argument("--strategy", choices=["range", "roundrobin"], default="range")
+    parser.add_argument("--instance-id")
+    parser.add_argument("--session-timeout-ms", type=int, default=4000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    parser.add_argument("--max-poll-interval-ms", type=int, default=30000)
+    args = parser.parse_args()
+    emit(event="started", at=time.time())
+    if args.client == "kafka-python":
+        run_kafka_python(args)
+    else:
+        asyncio.run(run_aiokafka(args))
+
+
+if __name__ == "__main__":
+    main()
