@@ -116,7 +116,12 @@ class CoreContext:
         return self.coordinator.groups[group_id]
 
     def send(
-        self, request: RequestBody, *, version: int = 9, client_id: str = "client", host: str = "/127.0.0.1"
+        self,
+        request: RequestBody,
+        *,
+        version: int = 9,
+        client_id: str = "client",
+        host: str = "/127.0.0.1",
     ) -> int:
         ref = next(self._refs)
         ctx = mg.RequestContext(ref, version, client_id, host)
@@ -203,7 +208,9 @@ class CoreContext:
     def heartbeat(
         self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
     ) -> ErrorCode:
-        ref = self.send(mg.HeartbeatRequest(group_id, generation, member_id, instance_id), version=4)
+        ref = self.send(
+            mg.HeartbeatRequest(group_id, generation, member_id, instance_id), version=4
+        )
         return self.reply(ref).error
 
     def leave(self, group_id: str, *members: tuple[str, str | None]) -> mg.LeaveGroupResponse:
@@ -224,7 +231,9 @@ class CoreContext:
     ) -> dict[tuple[str, int], ErrorCode]:
         by_topic: dict[str, list[mo.CommitPartition]] = {}
         for (topic, partition), offset in offsets.items():
-            by_topic.setdefault(topic, []).append(mo.CommitPartition(partition, offset, metadata=metadata))
+            by_topic.setdefault(topic, []).append(
+                mo.CommitPartition(partition, offset, metadata=metadata)
+            )
         req = mo.OffsetCommitRequest(
             group_id=group_id,
             generation_id=generation,
@@ -237,7 +246,9 @@ class CoreContext:
 
     def committed(self, group_id: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         spec = mo.FetchGroup(group_id, (mo.FetchTopic(topic, tuple(partitions)),))
-        response: mo.OffsetFetchResponse = self.reply(self.send(mo.OffsetFetchRequest((spec,)), version=8))
+        response: mo.OffsetFetchResponse = self.reply(
+            self.send(mo.OffsetFetchRequest((spec,)), version=8)
+        )
         return {p.partition: p.offset for t in response.groups[0].topics for p in t.partitions}
 
     def create_topic(self, name: str, partitions: int) -> mc.CreatedTopic:
@@ -253,9 +264,7 @@ class CoreContext:
 
     # -- compound steps ----------------------------------------------------------------------
 
-    def stable_group(
-        self, group_id: str = "g", n: int = 2, **kw: Any
-    ) -> tuple[list[str], int]:
+    def stable_group(self, group_id: str = "g", n: int = 2, **kw: Any) -> tuple[list[str], int]:
         """Bring `n` dynamic members to Stable; returns (member ids, generation)."""
         ids: list[str] = []
         refs: list[int] = []

@@ -73,7 +73,9 @@ def test_stable_group_keeps_its_generation_across_restart(
     # or one that could not heartbeat, would have been expired and triggered a rebalance.
     time.sleep(6)
     assert converged(group, partitions) == generation
-    assert [len(m.events) for m in group] == reports, [m.events[r:] for m, r in zip(group, reports, strict=True)]
+    assert [len(m.events) for m in group] == reports, [
+        m.events[r:] for m, r in zip(group, reports, strict=True)
+    ]
     described = asyncio.run(_describe(coordinator.port, "g"))
     assert described.group_state == "Stable"
     assert len(described.members) == 3

@@ -179,12 +179,12 @@ class _Pending:
 class CoordinatorServer:
     """Runs a `GroupCoordinator` on a TCP listener with a SQLite store."""
 
-    def __init__(self, settings: ServerSettings) -> None:
+    def __init__(self, settings: ServerSettings, *, store: Store | None = None) -> None:
         self.settings = settings
         self.connections: set[Connection] = set()
         self.coordinator: GroupCoordinator | None = None
         self.port = settings.port
-        self._store = Store(settings.data_dir, synchronous=settings.synchronous)
+        self._store = store or Store(settings.data_dir, synchronous=settings.synchronous)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-store")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None

@@ -297,7 +297,9 @@ def handle_fetch(core: Core, ctx: RequestContext, req: FetchRequest) -> None:
             name = core.topic_names_by_id.get(ref.topic_id)
         info = core.topics.get(name) if name is not None else None
         missing = (
-            ErrorCode.unknown_topic_id if ref.name is None else ErrorCode.unknown_topic_or_partition
+            ErrorCode.unknown_topic_id
+            if info is None and ref.name is None
+            else ErrorCode.unknown_topic_or_partition
         )
         parts = tuple(
             FetchedPartitionData(p.partition, missing)

@@ -113,12 +113,22 @@ class GroupCoordinator:
         return self._core.timers.next_deadline()
 
     def handle_timers(self, *, now_ms: int) -> Effects:
-        core = self._advance(now_ms)
+        """Fire every timer due by `now_ms`, each at its own deadline.
+
+        A timer that fires late still acts as if on time: whatever it schedules is
+        relative to its deadline, so the outcome does not depend on how coarsely the
+        caller advances time (one big sleep or many small ones).
+        """
+        core = self._advance(self._core.now_ms)
+        target = max(core.now_ms, now_ms)
         try:
-            while (entry := core.timers.pop_due(core.now_ms)) is not None:
+            while (entry := core.timers.pop_due(target)) is not None:
+                core.now_ms = max(core.now_ms, entry.deadline_ms)
                 entry.action(core.now_ms)
         except Exception as exc:
             raise HandlerFailed(core.out.take()) from exc
+        finally:
+            core.now_ms = target
         return core.out.take()
 
     # -- durability ------------------------------------------------------------------------

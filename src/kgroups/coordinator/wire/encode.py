@@ -90,11 +90,11 @@ def _commit(r: mo.OffsetCommitResponse, version: int) -> dict[str, Any]:
     }
 
 
-def _fetched_topics(topics: tuple[mo.FetchedTopic, ...]) -> list[dict[str, Any]]:
+def _fetched_topics(topics: tuple[mo.FetchedTopic, ...], *, ids: bool) -> list[dict[str, Any]]:
     return [
         {
             "name": t.name,
-            "topic_id": t.topic_id,
+            **({"topic_id": t.topic_id} if ids else {}),
             "partitions": [
                 {
                     "partition_index": p.partition,
@@ -114,12 +114,16 @@ def _offset_fetch(r: mo.OffsetFetchResponse, version: int) -> dict[str, Any]:
     if version >= 8:
         return {
             "groups": [
-                {"group_id": g.group_id, "topics": _fetched_topics(g.topics), "error_code": g.error}
+                {
+                    "group_id": g.group_id,
+                    "topics": _fetched_topics(g.topics, ids=True),
+                    "error_code": g.error,
+                }
                 for g in r.groups
             ]
         }
     group = r.groups[0]
-    return {"topics": _fetched_topics(group.topics), "error_code": group.error}
+    return {"topics": _fetched_topics(group.topics, ids=False), "error_code": group.error}
 
 
 def _describe(r: mg.DescribeGroupsResponse, version: int) -> dict[str, Any]:
