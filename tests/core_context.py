@@ -22,7 +22,7 @@ from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import RequestBody, ResponseBody
 from kgroups.coordinator.core.model import Group
-from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record, TopicRecord
+from kgroups.coordinator.core.records import GroupRecord, Record, TopicRecord
 from kgroups.protocol.errors import ErrorCode
 
 START_MS = 1_700_000_000_000

@@ -15,6 +15,8 @@ from kafka import KafkaConsumer, TopicPartition
 from kgroups import admin
 from tests.integration.harness import Coordinator, Member, converged, wait_until
 
+SESSION_MS = 10_000
+
 
 def committed_offsets(bootstrap: str, group: str, topic: str, n: int) -> dict[int, int | None]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
@@ -59,8 +61,17 @@ def test_stable_group_keeps_its_generation_across_restart(
     """Members keep heartbeating on the same generation: no rebalance, no lost partition."""
     asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "t", 6))
     partitions = {("t", p) for p in range(6)}
+    # A realistic session timeout: kafka-python backs off reconnecting while the coordinator
+    # is down, and a 4 s session can lapse during that backoff (as with a Kafka broker).
     group = [
-        Member("kafka-python", coordinator.bootstrap, "g", ["t"], client_id=f"m{i}")
+        Member(
+            "kafka-python",
+            coordinator.bootstrap,
+            "g",
+            ["t"],
+            client_id=f"m{i}",
+            session_timeout_ms=SESSION_MS,
+        )
         for i in range(3)
     ]
     members.extend(group)
@@ -71,7 +82,7 @@ def test_stable_group_keeps_its_generation_across_restart(
 
     # Longer than the session timeout: a member the reloaded coordinator did not know,
     # or one that could not heartbeat, would have been expired and triggered a rebalance.
-    time.sleep(6)
+    time.sleep(SESSION_MS / 1000 + 2)
     assert converged(group, partitions) == generation
     assert [len(m.events) for m in group] == reports, [
         m.events[r:] for m, r in zip(group, reports, strict=True)

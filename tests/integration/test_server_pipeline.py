@@ -95,7 +95,9 @@ async def test_no_reply_leaves_before_the_records_ahead_of_it_are_durable(
     await asyncio.sleep(0.2)
     # A heartbeat writes nothing, but it was decided after the commit: it must wait too.
     heartbeat = asyncio.create_task(
-        b.request(build(hb.HeartbeatRequest, {"group_id": "g", "generation_id": 0, "member_id": "x"}))
+        b.request(
+            build(hb.HeartbeatRequest, {"group_id": "g", "generation_id": 0, "member_id": "x"})
+        )
     )
     await asyncio.sleep(0.2)
     assert not committing.done() and not heartbeat.done()

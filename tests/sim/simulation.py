@@ -177,7 +177,9 @@ class Simulation:
         self.pending.clear()
         self.coordinator = self._fresh_coordinator()
         for ref, (agent, epoch, _, _) in lost:
-            self.schedule(self._latency(), lambda a=agent, e=epoch, r=ref: self._disconnected(a, e, r))
+            self.schedule(
+                self._latency(), lambda a=agent, e=epoch, r=ref: self._disconnected(a, e, r)
+            )
         self._check_acked_offsets()
 
     # -- time -----------------------------------------------------------------------------
@@ -382,8 +384,12 @@ class Simulation:
         )  # fmt: skip
         self.send(agent, "commit", request, version=8)
 
-    def _on_commit(self, agent: Agent, request: mo.OffsetCommitRequest, body: mo.OffsetCommitResponse) -> None:
-        for (p, error), sent in zip(body.topics[0].partitions, request.topics[0].partitions, strict=True):
+    def _on_commit(
+        self, agent: Agent, request: mo.OffsetCommitRequest, body: mo.OffsetCommitResponse
+    ) -> None:
+        for (p, error), sent in zip(
+            body.topics[0].partitions, request.topics[0].partitions, strict=True
+        ):
             if error is E.none:
                 self.acked[p] = max(self.acked.get(p, -1), sent.offset)
         epoch, loop = agent.epoch, agent.commit_loop
@@ -420,7 +426,9 @@ class Simulation:
         elif roll < 0.40:
             if agent.state not in ("down",) and agent.member_id and agent.in_flight is None:
                 self.trace.append(f"{self.now} {agent.name} leaves")
-                request = mg.LeaveGroupRequest(GROUP, (mg.LeavingMember(agent.member_id, agent.instance_id),))
+                request = mg.LeaveGroupRequest(
+                    GROUP, (mg.LeavingMember(agent.member_id, agent.instance_id),)
+                )
                 self.send(agent, "leave", request)
                 agent.state = "down"
                 agent.epoch += 1

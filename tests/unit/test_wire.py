@@ -58,7 +58,7 @@ RESPONSES: dict[int, Any] = {
                 (mg.DescribedMember("m", "i", "c", "/h", b"md", b"as"),),
             ),
         )
-    ),  # fmt: skip
+    ),
     ApiKey.LIST_GROUPS: mg.ListGroupsResponse((mg.ListedGroup("g", "consumer", "Stable"),)),
     ApiKey.DELETE_GROUPS: mg.DeleteGroupsResponse((("g", E.non_empty_group),)),
     ApiKey.METADATA: mc.MetadataResponse(
@@ -66,7 +66,7 @@ RESPONSES: dict[int, Any] = {
         "cid",
         0,
         (mc.TopicMetadata("t", TID, (mc.PartitionMetadata(0, 0, 0, (0,), (0,)),)),),
-    ),  # fmt: skip
+    ),
     ApiKey.FIND_COORDINATOR: mc.FindCoordinatorResponse((mc.CoordinatorResult("g", 0, "h", 9),)),
     ApiKey.CREATE_TOPICS: mc.CreateTopicsResponse((mc.CreatedTopic("t", E.none, None, TID, 3, 1),)),
     ApiKey.CREATE_PARTITIONS: mc.CreatePartitionsResponse(

@@ -26,6 +26,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from kgroups.coordinator.core import (
     RequestContext,
 )
 from kgroups.coordinator.core.msg_cluster import FetchResponse
+from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.records import Record
 from kgroups.coordinator.store import Store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode
@@ -61,8 +63,15 @@ from kgroups.protocol.frames import (
 
 log = logging.getLogger("kgroups.coordinator")
 
+_HEAD = struct.Struct(">ii")
+_CACHEABLE = (HeartbeatResponse,)
+"""Answers whose bytes depend only on their content: encoded once per (version, content)."""
 MAX_QUEUED_FRAMES = 128
 """Frames a connection may have waiting before we stop reading from its socket."""
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
+"""Bytes of whole frames a connection may have waiting before we stop reading from it."""
+MAX_UNSENT_BYTES = 256 * 1024
+"""Answers a connection may have waiting to be written before we stop taking its requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +100,11 @@ class Connection(asyncio.Protocol):
         self._busy = False
         self._pumping = False
         self._paused = False
+        self._write_paused = False
+        self._queued_bytes = 0
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
         self.timers: set[asyncio.TimerHandle] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -122,10 +136,21 @@ class Connection(asyncio.Protocol):
             if len(buf) < 4 + size:
                 break
             self._frames.append(bytes(buf[4 : 4 + size]))
+            self._queued_bytes += size
             del buf[: 4 + size]
-        if len(self._frames) > MAX_QUEUED_FRAMES and not self._paused and self.transport:
+        self._pump()
+        crowded = len(self._frames) > MAX_QUEUED_FRAMES or self._queued_bytes > MAX_QUEUED_BYTES
+        if crowded and not self._paused and self.transport and not self.closed:
             self._paused = True
             self.transport.pause_reading()
+
+    def pause_writing(self) -> None:
+        # The client is not reading its answers: like a Kafka broker muting the channel,
+        # stop taking its requests until the socket drains, so memory stays bounded.
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
         self._pump()
 
     def _pump(self) -> None:
@@ -133,21 +158,51 @@ class Connection(asyncio.Protocol):
             return
         self._pumping = True
         try:
-            while not self._busy and self._frames and not self.closed:
+            while (
+                not self._busy
+                and not self._write_paused
+                and self._out_bytes < MAX_UNSENT_BYTES
+                and self._frames
+                and not self.closed
+            ):
                 self._busy = True
-                self.server.dispatch(self, self._frames.popleft())
+                frame = self._frames.popleft()
+                self._queued_bytes -= len(frame)
+                self.server.dispatch(self, frame)
         finally:
             self._pumping = False
-        if self._paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and self.transport:
+        if (
+            self._paused
+            and len(self._frames) < MAX_QUEUED_FRAMES // 2
+            and self._queued_bytes < MAX_QUEUED_BYTES // 2
+            and self.transport
+            and not self.closed
+        ):
             self._paused = False
             self.transport.resume_reading()
 
     def complete(self, frame: bytes) -> None:
-        """Send the answer to the request in flight, then start on the next one."""
+        """Send the answer to the request in flight, then start on the next one.
+
+        Answers produced in one turn of the event loop leave in one write (one syscall
+        for a whole pipelined batch), at the end of that turn.
+        """
         if self.closed or self.transport is None:
             return
-        self.transport.write(frame)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
         self._busy = False
+        self._pump()
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._out and not self.closed and self.transport is not None:
+            self.transport.write(b"".join(self._out))
+        self._out.clear()
+        self._out_bytes = 0
         self._pump()
 
     def complete_later(self, delay_s: float, frame: bytes) -> None:
@@ -196,6 +251,7 @@ class CoordinatorServer:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._stopped = asyncio.Event()
+        self._payloads: dict[tuple[int, int, object], bytes] = {}
         self.failure: BaseException | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -355,10 +411,7 @@ class CoordinatorServer:
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("-> %s #%d %r", pending.conn.peer, reply.ref, reply.body)
             try:
-                body = encode(pending.api_key, pending.api_version, reply.body)
-                frame = encode_response(
-                    pending.api_key, pending.api_version, pending.correlation_id, body
-                )
+                frame = self._frame(pending, reply)
             except Exception as exc:
                 log.exception("cannot encode %s", api_name(pending.api_key))
                 pending.conn.abort(f"internal error encoding a response: {exc!r}")
@@ -367,6 +420,18 @@ class CoordinatorServer:
                 pending.conn.complete_later(reply.body.wait_ms / 1000, frame)
             else:
                 pending.conn.complete(frame)
+
+    def _frame(self, pending: _Pending, reply: Reply) -> bytes:
+        if type(reply.body) in _CACHEABLE:
+            key = (pending.api_key, pending.api_version, reply.body)
+            payload = self._payloads.get(key)
+            if payload is None:
+                body = encode(pending.api_key, pending.api_version, reply.body)
+                payload = encode_response(pending.api_key, pending.api_version, 0, body)[8:]
+                self._payloads[key] = payload
+            return _HEAD.pack(len(payload) + 4, pending.correlation_id) + payload
+        body = encode(pending.api_key, pending.api_version, reply.body)
+        return encode_response(pending.api_key, pending.api_version, pending.correlation_id, body)
 
     def _fail(self, exc: BaseException) -> None:
         log.critical("store write failed, stopping the coordinator: %s", exc)

@@ -45,6 +45,11 @@ from kgroups.coordinator.core.records import TopicRecord, TopicValue
 from kgroups.protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""Kafka's controller refuses a CreateTopics request asking for more partitions than this in
+total (POLICY_VIOLATION, nothing created), before any other check; its bounded record
+list caps CreatePartitions the same way."""
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
@@ -87,6 +92,17 @@ def create_topic(core: Core, name: str, partitions: int) -> TopicInfo:
 
 
 def handle_create_topics(core: Core, ctx: RequestContext, req: CreateTopicsRequest) -> None:
+    requested = sum(
+        len(t.assignments)
+        if t.assignments
+        else (core.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0))
+        for t in req.topics
+    )
+    if requested > MAX_PARTITIONS_PER_REQUEST:
+        violation = ErrorCode.policy_violation
+        refused = tuple(CreatedTopic(t.name, violation, TOO_MANY_PARTITIONS) for t in req.topics)
+        core.out.reply(ctx.ref, CreateTopicsResponse(refused))
+        return
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1

@@ -1,0 +1,224 @@
+"""A fast Kafka-protocol load generator for the benchmarks (raw asyncio, no client library).
+
+It speaks just enough of the group protocol to put many members into a group and then
+hammer the coordinator with pipelined requests. Kept separate from the coordinator's
+code on purpose: it must measure the same thing against kgroups and against a Kafka
+broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.heartbeat.v4 import request as hb_req
+from kio.schema.heartbeat.v4 import response as hb_resp
+from kio.schema.join_group.v9 import request as join_req
+from kio.schema.join_group.v9 import response as join_resp
+from kio.schema.leave_group.v5 import request as leave_req
+from kio.schema.sync_group.v5 import request as sync_req
+from kio.schema.sync_group.v5 import response as sync_resp
+
+from kgroups.protocol.build import build
+from kgroups.protocol.client import encode_request
+from kgroups.protocol.frames import reader_for
+
+SIZE = struct.Struct(">i")
+
+
+def subscription(topic: str) -> bytes:
+    raw = topic.encode()
+    return (
+        b"\x00\x00"
+        + (1).to_bytes(4, "big")
+        + len(raw).to_bytes(2, "big")
+        + raw
+        + b"\xff\xff\xff\xff"
+    )
+
+
+def assignment(topic: str, partitions: list[int]) -> bytes:
+    raw = topic.encode()
+    out = b"\x00\x00" + (1).to_bytes(4, "big") + len(raw).to_bytes(2, "big") + raw
+    out += len(partitions).to_bytes(4, "big") + b"".join(p.to_bytes(4, "big") for p in partitions)
+    return out + b"\xff\xff\xff\xff"
+
+
+class Conn(asyncio.Protocol):
+    """Pipelined request/response over one connection, responses matched in order."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiters: list[tuple[type, asyncio.Future[Any]]] = []
+        self.on_frame: Callable[[bytes], None] | None = None
+        self.next_id = 0
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+        for _, fut in self.waiters:
+            if not fut.done():
+                fut.set_exception(ConnectionError("closed"))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            (size,) = SIZE.unpack_from(buf, 0)
+            if len(buf) < 4 + size:
+                return
+            frame = bytes(buf[4 : 4 + size])
+            del buf[: 4 + size]
+            if self.on_frame is not None:
+                self.on_frame(frame)
+                continue
+            cls, fut = self.waiters.pop(0)
+            body, _ = reader_for(cls)(memoryview(frame), 5)  # correlation id + tagged fields
+            fut.set_result(body)
+
+    def frame(self, body: Any) -> bytes:
+        self.next_id += 1
+        return encode_request(body, self.next_id, "bench")
+
+    async def request(self, body: Any, response_cls: type) -> Any:
+        assert self.transport is not None
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiters.append((response_cls, fut))
+        self.transport.write(self.frame(body))
+        return await fut
+
+
+async def connect(host: str, port: int) -> Conn:
+    loop = asyncio.get_running_loop()
+    _, conn = await loop.create_connection(Conn, host, port)
+    return conn
+
+
+class Member:
+    """One member of a bench group on its own connection."""
+
+    def __init__(self, conn: Conn, group: str, topic: str, index: int, *, session_ms: int) -> None:
+        self.conn = conn
+        self.group = group
+        self.topic = topic
+        self.index = index
+        self.session_ms = session_ms
+        self.member_id = ""
+        self.generation = -1
+        self.leader = False
+        self.members: list[str] = []
+        self.assignment = b""
+
+    async def join(self, rebalance_ms: int = 60_000) -> None:
+        while True:
+            body = build(
+                join_req.JoinGroupRequest,
+                {
+                    "group_id": self.group,
+                    "session_timeout": self.session_ms,
+                    "rebalance_timeout": rebalance_ms,
+                    "member_id": self.member_id,
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": subscription(self.topic)}],
+                },
+            )
+            response = await self.conn.request(body, join_resp.JoinGroupResponse)
+            code = int(response.error_code)
+            if code == 79:  # MEMBER_ID_REQUIRED
+                self.member_id = response.member_id
+                continue
+            if code == 27:  # REBALANCE_IN_PROGRESS
+                continue
+            if code != 0:
+                raise RuntimeError(f"join failed: {response.error_code!r}")
+            self.member_id = response.member_id
+            self.generation = response.generation_id
+            self.leader = response.leader == self.member_id
+            self.members = sorted(m.member_id for m in response.members)
+            return
+
+    async def sync(self, partitions_per_member: int) -> bool:
+        assignments = []
+        if self.leader:
+            for i, m in enumerate(self.members):
+                parts = list(range(i * partitions_per_member, (i + 1) * partitions_per_member))
+                assignments.append({"member_id": m, "assignment": assignment(self.topic, parts)})
+        body = build(
+            sync_req.SyncGroupRequest,
+            {
+                "group_id": self.group,
+                "generation_id": self.generation,
+                "member_id": self.member_id,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": assignments,
+            },
+        )
+        response = await self.conn.request(body, sync_resp.SyncGroupResponse)
+        if int(response.error_code) != 0:
+            return False
+        self.assignment = response.assignment
+        return True
+
+    def heartbeat_body(self) -> Any:
+        return build(
+            hb_req.HeartbeatRequest,
+            {"group_id": self.group, "generation_id": self.generation, "member_id": self.member_id},
+        )
+
+    async def heartbeat(self) -> int:
+        response = await self.conn.request(self.heartbeat_body(), hb_resp.HeartbeatResponse)
+        return int(response.error_code)
+
+    def leave_frame(self) -> bytes:
+        body = build(
+            leave_req.LeaveGroupRequest,
+            {"group_id": self.group, "members": [{"member_id": self.member_id}]},
+        )
+        return self.conn.frame(body)
+
+
+async def form_group(
+    host: str, port: int, group: str, topic: str, n: int, partitions_per_member: int,
+    *, session_ms: int = 30_000,
+) -> list[Member]:  # fmt: skip
+    """n members joined and synced into one generation, each behaving like a consumer:
+    join, sync, heartbeat, and rejoin when the coordinator says a rebalance is on."""
+    members = [
+        Member(await connect(host, port), group, topic, i, session_ms=session_ms) for i in range(n)
+    ]
+    done = asyncio.Event()
+
+    def formed() -> bool:
+        gens = {m.generation for m in members}
+        return len(gens) == 1 and all(m.assignment for m in members)
+
+    async def run(m: Member) -> None:
+        while not done.is_set():
+            m.assignment = b""
+            await m.join()
+            if not await m.sync(partitions_per_member):
+                continue
+            while not done.is_set():
+                if formed():
+                    done.set()
+                    return
+                if await m.heartbeat() != 0:
+                    break
+                await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(run(m) for m in members))
+    return members
+
+
+def now() -> float:
+    return time.perf_counter()
