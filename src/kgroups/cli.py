@@ -12,8 +12,9 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -133,6 +134,23 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
 BootstrapOption = Annotated[str, typer.Option(help="Coordinator address, HOST:PORT.")]
 
 
+def _admin(call: Coroutine[Any, Any, Any], done: str) -> Any:
+    """Run one admin call; a Kafka error becomes a message and exit code 1."""
+    from kgroups import admin
+
+    try:
+        result = asyncio.run(call)
+    except admin.AdminError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    except OSError as exc:
+        typer.echo(f"error: cannot reach the coordinator: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if done:
+        typer.echo(done)
+    return result
+
+
 @topic_app.command("create")
 def topic_create(
     name: str,
@@ -143,12 +161,10 @@ def topic_create(
     from kgroups import admin
 
     host, port = parse_address(bootstrap)
-    try:
-        asyncio.run(admin.create_topic(host, port, name, partitions))
-    except admin.AdminError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    typer.echo(f"created topic {name} with {partitions} partitions")
+    _admin(
+        admin.create_topic(host, port, name, partitions),
+        f"created topic {name} with {partitions} partitions",
+    )
 
 
 @topic_app.command("partitions")
@@ -161,12 +177,10 @@ def topic_partitions(
     from kgroups import admin
 
     host, port = parse_address(bootstrap)
-    try:
-        asyncio.run(admin.create_partitions(host, port, name, partitions))
-    except admin.AdminError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    typer.echo(f"topic {name} now has {partitions} partitions")
+    _admin(
+        admin.create_partitions(host, port, name, partitions),
+        f"topic {name} now has {partitions} partitions",
+    )
 
 
 @topic_app.command("list")
@@ -175,7 +189,7 @@ def topic_list(bootstrap: BootstrapOption = "127.0.0.1:9092") -> None:
     from kgroups import admin
 
     host, port = parse_address(bootstrap)
-    for name, count in asyncio.run(admin.list_topics(host, port)):
+    for name, count in _admin(admin.list_topics(host, port), ""):
         typer.echo(f"{name}\t{count}")
 
 
@@ -185,12 +199,7 @@ def topic_delete(name: str, bootstrap: BootstrapOption = "127.0.0.1:9092") -> No
     from kgroups import admin
 
     host, port = parse_address(bootstrap)
-    try:
-        asyncio.run(admin.delete_topic(host, port, name))
-    except admin.AdminError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    typer.echo(f"deleted topic {name}")
+    _admin(admin.delete_topic(host, port, name), f"deleted topic {name}")
 
 
 def main() -> None:

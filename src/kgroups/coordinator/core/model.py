@@ -23,6 +23,7 @@ from kgroups.coordinator.core.msg_group import (
     Protocol,
     SyncGroupResponse,
 )
+from kgroups.coordinator.core.records import MemberValue
 from kgroups.coordinator.core.states import CAN_REBALANCE, GroupState, check_transition
 from kgroups.protocol.consumer import subscription_topics
 from kgroups.protocol.errors import ErrorCode, GroupError
@@ -71,6 +72,34 @@ class Member:
             if protocol.name in candidates:
                 return protocol.name
         raise GroupError(ErrorCode.inconsistent_group_protocol, "member supports no candidate")
+
+    def to_value(self) -> MemberValue:
+        """The durable part of this member, for a group record."""
+        return MemberValue(
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            session_timeout_ms=self.session_timeout_ms,
+            protocols=self.protocols,
+            assignment=self.assignment,
+        )
+
+    @classmethod
+    def from_value(cls, value: MemberValue, protocol_type: str) -> Member:
+        """A member as replayed from a group record (never new, nothing parked)."""
+        return cls(
+            member_id=value.member_id,
+            group_instance_id=value.group_instance_id,
+            client_id=value.client_id,
+            client_host=value.client_host,
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
+            session_timeout_ms=value.session_timeout_ms,
+            protocol_type=protocol_type,
+            protocols=value.protocols,
+            assignment=value.assignment,
+        )
 
     def has_satisfied_heartbeat(self) -> bool:
         """A parked member is alive by definition, unless it has never completed a join."""

@@ -17,7 +17,7 @@ import logging
 from kgroups.coordinator.core.context import Core, heartbeat_key, join_key, sync_key
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.msg_group import JoinGroupResponse, SyncGroupResponse
-from kgroups.coordinator.core.records import GroupRecord, GroupValue, MemberValue
+from kgroups.coordinator.core.records import GroupRecord, GroupValue
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode
 
@@ -32,19 +32,7 @@ COMPLETING = GroupState.COMPLETING_REBALANCE
 
 def snapshot(group: Group) -> GroupRecord:
     """The group as it is now, as a record."""
-    members = tuple(
-        MemberValue(
-            member_id=m.member_id,
-            group_instance_id=m.group_instance_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            rebalance_timeout_ms=m.rebalance_timeout_ms,
-            session_timeout_ms=m.session_timeout_ms,
-            protocols=m.protocols,
-            assignment=m.assignment,
-        )
-        for m in group.members.values()
-    )
+    members = tuple(m.to_value() for m in group.members.values())
     value = GroupValue(
         generation_id=group.generation_id,
         state=group.state,

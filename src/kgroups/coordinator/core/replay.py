@@ -55,18 +55,7 @@ def _replay_group(core: Core, record: GroupRecord) -> None:
         leader_id=v.leader_id,
     )
     for m in v.members:
-        member = Member(
-            member_id=m.member_id,
-            group_instance_id=m.group_instance_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            rebalance_timeout_ms=m.rebalance_timeout_ms,
-            session_timeout_ms=m.session_timeout_ms,
-            protocol_type=v.protocol_type or "",
-            protocols=m.protocols,
-            assignment=m.assignment,
-        )
-        group.add(member, None)
+        group.add(Member.from_value(m, v.protocol_type or ""), None)
     group.leader_id = v.leader_id if v.leader_id in group.members else group.leader_id
     if state is GroupState.COMPLETING_REBALANCE:
         group.pending_sync = dict.fromkeys(group.members)

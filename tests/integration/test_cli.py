@@ -1,0 +1,45 @@
+"""The `kgroups` command line against a running coordinator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.integration.harness import ROOT, Coordinator
+
+
+def kgroups(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kgroups", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+
+
+def test_topic_lifecycle(coordinator: Coordinator) -> None:
+    at = ("--bootstrap", coordinator.bootstrap)
+    created = kgroups("topic", "create", "orders", "--partitions", "3", *at)
+    assert created.returncode == 0, created.stderr
+    assert "created topic orders with 3 partitions" in created.stdout
+    again = kgroups("topic", "create", "orders", "--partitions", "3", *at)
+    assert again.returncode == 1
+    assert "topic_already_exists" in again.stderr
+    shrink = kgroups("topic", "partitions", "orders", "--partitions", "2", *at)
+    assert shrink.returncode == 1
+    assert "invalid_partitions" in shrink.stderr
+    assert kgroups("topic", "partitions", "orders", "--partitions", "5", *at).returncode == 0
+    assert kgroups("topic", "list", *at).stdout.splitlines() == ["orders\t5"]
+    assert kgroups("topic", "delete", "orders", *at).returncode == 0
+    assert kgroups("topic", "list", *at).stdout == ""
+
+
+def test_clear_errors_for_bad_arguments_and_unreachable_coordinators() -> None:
+    unreachable = kgroups("topic", "list", "--bootstrap", "127.0.0.1:1")
+    assert unreachable.returncode == 1
+    assert "cannot reach the coordinator" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+    bad = kgroups(
+        "coordinator", "--min-session-timeout-ms", "9000", "--max-session-timeout-ms", "10"
+    )
+    assert bad.returncode != 0
+    assert "group_min_session_timeout_ms exceeds" in bad.stderr
+    assert kgroups("topic", "list", "--bootstrap", "nonsense:port").returncode != 0
