@@ -84,7 +84,9 @@ async def measure(target: Target, size: int, trials: int) -> list[float]:
     latencies = []
     for _ in range(trials):
         latencies.append(await trial(members))
-        newcomer = Member(await connect(target.host, target.port), group, topic, 0, session_ms=30_000)
+        newcomer = Member(
+            await connect(target.host, target.port), group, topic, 0, session_ms=30_000
+        )
         members.append(newcomer)
 
         async def rejoin_all(new: Member = newcomer) -> None:
@@ -133,9 +135,7 @@ def main() -> None:
     print(f"{'target':<14}{'members':>8}{'trials':>8}{'median ms':>12}{'p99 ms':>10}")
     for (name, size), values in results.items():
         ms = [v * 1000 for v in values]
-        print(
-            f"{name:<14}{size:>8}{len(ms):>8}{median(ms):>12.1f}{percentile(ms, 99):>10.1f}"
-        )
+        print(f"{name:<14}{size:>8}{len(ms):>8}{median(ms):>12.1f}{percentile(ms, 99):>10.1f}")
     for size in sizes:
         ours, theirs = results.get(("kgroups", size)), results.get(("kafka 4.4.0", size))
         if ours and theirs:

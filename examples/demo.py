@@ -121,7 +121,9 @@ def main() -> None:
         admin.close()
         print(f"   state={described['group_state']} protocol={described['protocol_data']}")
         for m in described["members"]:
-            parts = [p for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]]
+            parts = [
+                p for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"]
+            ]
             print(f"   {m['client_id']:<10} {m['member_id']:<48} partitions {sorted(parts)}")
         say("done: stopping the members (they leave the group) and the coordinator")
     finally:

@@ -11,7 +11,7 @@ from tests.integration.harness import ROOT, Coordinator
 def kgroups(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kgroups", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
     )  # fmt: skip
 
 
