@@ -346,9 +346,6 @@ class CoordinatorServer:
         except MalformedFrame as exc:
             conn.abort(str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - a request kio parsed but we cannot use
-            conn.abort(f"cannot interpret {api_name(key)} v{version}: {exc!r}")
-            return
         coordinator = self.coordinator
         assert coordinator is not None
         ref = next(self._refs)

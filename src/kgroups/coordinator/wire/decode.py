@@ -17,6 +17,7 @@ from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import RequestBody
 from kgroups.protocol.apis import ApiKey
+from kgroups.protocol.frames import MalformedFrame
 
 
 def _ms(value: Any) -> int:
@@ -225,4 +226,9 @@ DECODERS: dict[int, Callable[[Any, int], RequestBody]] = {
 
 
 def decode(api_key: int, version: int, body: Any) -> RequestBody:
-    return DECODERS[api_key](body, version)
+    """The core's request for a parsed kio body; `MalformedFrame` if it cannot be one
+    (kio reads a -1 length as None even where Kafka's schema forbids null)."""
+    try:
+        return DECODERS[api_key](body, version)
+    except (TypeError, AttributeError, ValueError) as exc:
+        raise MalformedFrame(f"{api_key} v{version} has a null or invalid field: {exc}") from exc
