@@ -138,6 +138,9 @@ class Member:
                 continue
             if code == 27:  # REBALANCE_IN_PROGRESS
                 continue
+            if code in (14, 15, 16):  # coordinator loading / not available / moved
+                await asyncio.sleep(0.1)
+                continue
             if code != 0:
                 raise RuntimeError(f"join failed: {response.error_code!r}")
             self.member_id = response.member_id
@@ -187,12 +190,34 @@ class Member:
         return self.conn.frame(body)
 
 
+async def find_coordinator(host: str, port: int, group: str) -> None:
+    """What real clients do first; a Kafka broker creates __consumer_offsets on demand."""
+    from kio.schema.find_coordinator.v6 import request as fc_req
+    from kio.schema.find_coordinator.v6 import response as fc_resp
+
+    conn = await connect(host, port)
+    try:
+        for _ in range(300):
+            body = build(
+                fc_req.FindCoordinatorRequest, {"key_type": 0, "coordinator_keys": [group]}
+            )
+            response = await conn.request(body, fc_resp.FindCoordinatorResponse)
+            if int(response.coordinators[0].error_code) == 0:
+                return
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"no coordinator for {group}")
+    finally:
+        assert conn.transport is not None
+        conn.transport.close()
+
+
 async def form_group(
     host: str, port: int, group: str, topic: str, n: int, partitions_per_member: int,
     *, session_ms: int = 30_000,
 ) -> list[Member]:  # fmt: skip
     """n members joined and synced into one generation, each behaving like a consumer:
     join, sync, heartbeat, and rejoin when the coordinator says a rebalance is on."""
+    await find_coordinator(host, port, group)
     members = [
         Member(await connect(host, port), group, topic, i, session_ms=session_ms) for i in range(n)
     ]

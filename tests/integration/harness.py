@@ -21,6 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
 PYTHON = sys.executable
+sys.path.insert(0, str(ROOT / "tools"))
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05) -> Any:
@@ -112,13 +113,19 @@ class Member:
                  client_id: str, strategy: str = "range", instance_id: str | None = None,
                  session_timeout_ms: int = 4000) -> None:  # fmt: skip
         self.name = client_id
-        cmd = [
-            PYTHON, str(MEMBER_SCRIPT), "--client", client, "--bootstrap", bootstrap,
-            "--group", group, "--topics", ",".join(topics), "--client-id", client_id,
-            "--strategy", strategy, "--session-timeout-ms", str(session_timeout_ms),
+        args = [
+            "--bootstrap", bootstrap, "--group", group, "--topics", ",".join(topics),
+            "--client-id", client_id, "--strategy", strategy,
+            "--session-timeout-ms", str(session_timeout_ms),
         ]  # fmt: skip
         if instance_id is not None:
-            cmd += ["--instance-id", instance_id]
+            args += ["--instance-id", instance_id]
+        if client == "java":
+            import kafkapeer  # tools/kafkapeer.py: the Java client from Maven Central
+
+            cmd = kafkapeer.java_member_cmd(*args)
+        else:
+            cmd = [PYTHON, str(MEMBER_SCRIPT), "--client", client, *args]
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
