@@ -87,7 +87,7 @@ def test_cooperative_sticky_java_members_rebalance_incrementally(
             ["events"],
             client_id=f"c{i}",
             strategy="cooperative-sticky",
-        )  # fmt: skip
+        )
         for i in range(2)
     ]
     members.extend(first)
