@@ -83,10 +83,13 @@ def test_stable_group_keeps_its_generation_across_restart(
     # Longer than the session timeout: a member the reloaded coordinator did not know,
     # or one that could not heartbeat, would have been expired and triggered a rebalance.
     time.sleep(SESSION_MS / 1000 + 2)
-    assert converged(group, partitions) == generation
-    assert [len(m.events) for m in group] == reports, [
-        m.events[r:] for m, r in zip(group, reports, strict=True)
-    ]
+    after = {m.name: m.events[r:] for m, r in zip(group, reports, strict=True)}
+    stderr = {m.name: "".join(m.stderr[-20:]) for m in group}
+    diagnosis = (
+        f"after the restart: {after}\n{stderr}\ncoordinator log:\n{coordinator.log()[-6000:]}"
+    )
+    assert converged(group, partitions) == generation, diagnosis
+    assert not any(after.values()), diagnosis
     described = asyncio.run(_describe(coordinator.port, "g"))
     assert described.group_state == "Stable"
     assert len(described.members) == 3
