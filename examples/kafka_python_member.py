@@ -15,9 +15,11 @@ import json
 import logging
 import signal
 import sys
+import time
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer
+from kafka.errors import KafkaError
 
 
 def main() -> None:
@@ -66,7 +68,13 @@ def main() -> None:
     signal.signal(signal.SIGINT, stop)
     consumer.subscribe([args.topic], listener=Listener())
     while not stopping:
-        consumer.poll(timeout_ms=200)
+        try:
+            consumer.poll(timeout_ms=200)
+        except KafkaError as exc:
+            # kafka-python raises connection errors out of poll() while the coordinator is
+            # unreachable (a restart, say); the group survives, so keep polling.
+            print(f"[{args.name}] {exc!r}; retrying", file=sys.stderr, flush=True)
+            time.sleep(0.5)
     consumer.close()  # sends LeaveGroup: the others rebalance at once
 
 

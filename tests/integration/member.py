@@ -51,6 +51,7 @@ def run_kafka_python(args: argparse.Namespace) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import KafkaError
 
     strategies = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
     consumer = KafkaConsumer(
@@ -81,7 +82,13 @@ def run_kafka_python(args: argparse.Namespace) -> None:
     consumer.subscribe(args.topics.split(","), listener=Listener())
     commands = stdin_commands()
     while True:
-        consumer.poll(timeout_ms=100)
+        try:
+            consumer.poll(timeout_ms=100)
+        except KafkaError as exc:
+            # kafka-python raises connection errors out of poll() while its only broker is
+            # down (a coordinator restart); an application retries, and so does this one.
+            emit(event="poll_error", error=repr(exc))
+            time.sleep(0.1)
         try:
             command = commands.get_nowait()
         except queue.Empty:
