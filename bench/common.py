@@ -24,6 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 SERVER_CPU = "0"
+
+
+def _kafka_label() -> str:
+    """ "kafka <version>" from tools/kafka/pom.xml, the one place the peer's version is set."""
+    pom = (ROOT / "tools" / "kafka" / "pom.xml").read_text()
+    start = pom.find("<kafka.version>") + len("<kafka.version>")
+    return "kafka " + pom[start : pom.find("</kafka.version>")]
+
+
+KAFKA_LABEL = _kafka_label()
 LOAD_CPU = "1"
 
 

@@ -18,7 +18,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import LOAD_CPU, Target, kafka_broker, kgroups_coordinator, median, pin_self
+from bench.common import (
+    KAFKA_LABEL,
+    LOAD_CPU,
+    Target,
+    kafka_broker,
+    kgroups_coordinator,
+    median,
+    pin_self,
+)
 from bench.loadgen import Member, form_group, now
 from kgroups import admin
 
@@ -101,7 +109,7 @@ def main() -> None:
         )
     with kafka_broker() as broker:
         if broker is not None:
-            results["kafka 4.3.1"] = asyncio.run(
+            results[KAFKA_LABEL] = asyncio.run(
                 measure(broker, args.members, args.window, args.seconds, args.runs)
             )
     print(
@@ -111,8 +119,8 @@ def main() -> None:
     print(f"{'target':<14}{'median':>12}{'min':>12}{'max':>12}")
     for name, rates in results.items():
         print(f"{name:<14}{median(rates):>12,.0f}{min(rates):>12,.0f}{max(rates):>12,.0f}")
-    if "kafka 4.3.1" in results:
-        ratio = median(results["kgroups"]) / median(results["kafka 4.3.1"])
+    if KAFKA_LABEL in results:
+        ratio = median(results["kgroups"]) / median(results[KAFKA_LABEL])
         print(f"kgroups / kafka (median): {ratio:.2f}")
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import (
+    KAFKA_LABEL,
     LOAD_CPU,
     Target,
     kafka_broker,
@@ -130,16 +131,14 @@ def main() -> None:
     with kafka_broker() as broker:
         if broker is not None:
             for size in sizes:
-                results[("kafka 4.3.1", size)] = asyncio.run(
-                    measure(broker, size, trials_for(size))
-                )
+                results[(KAFKA_LABEL, size)] = asyncio.run(measure(broker, size, trials_for(size)))
     print("\nRebalance latency (a member leaves -> every other member has its new assignment)")
     print(f"{'target':<14}{'members':>8}{'trials':>8}{'median ms':>12}{'p99 ms':>10}")
     for (name, size), values in results.items():
         ms = [v * 1000 for v in values]
         print(f"{name:<14}{size:>8}{len(ms):>8}{median(ms):>12.1f}{percentile(ms, 99):>10.1f}")
     for size in sizes:
-        ours, theirs = results.get(("kgroups", size)), results.get(("kafka 4.3.1", size))
+        ours, theirs = results.get(("kgroups", size)), results.get((KAFKA_LABEL, size))
         if ours and theirs:
             print(f"{size} members: kgroups / kafka median = {median(ours) / median(theirs):.2f}")
 

@@ -1,16 +1,19 @@
 """Real Kafka peers for tests and benchmarks: a single-node KRaft broker and a Java member.
 
-kgroups is measured against, and tested with, the real thing: a Kafka broker (the
-benchmarks' peer) and the Java client (an interop member). Both come from Maven Central
-through `tools/kafka/fetch.sh` into a cache outside the repository. Stdlib only, so the
-tests and the benchmarks can import it without the project installed.
+kgroups is measured against, and tested with, the real thing: an Apache Kafka 4.4.0 broker
+(the benchmarks' peer) and the Java client (the interop member every other client
+imitates). Both come from Maven Central through `tools/kafka/fetch.sh` into a cache outside
+the repository. Stdlib only, so tests and benchmarks can import it without the project
+installed.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -21,15 +24,26 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-HERE = Path(__file__).resolve().parent
-FETCH = HERE / "kafka" / "fetch.sh"
+HERE = Path(__file__).resolve().parent / "kafka"
+FETCH = HERE / "fetch.sh"
+# The one place the version is set is pom.xml; benchmarks label Kafka's results with this.
+KAFKA_VERSION: str = re.findall(
+    r"<kafka.version>(.*)</kafka.version>", (HERE / "pom.xml").read_text()
+)[0]
 
 
+@functools.cache
 def ensure_kafka() -> Path:
-    """Install (once) and return the cache directory holding `libs/` and `javamember/`."""
+    """Install (once per machine) and return the cache dir holding `libs/` and `javamember/`.
+
+    Cached per process: fetch.sh is cheap when everything is there, but tests call this for
+    every Java member they start.
+    """
     missing = [tool for tool in ("java", "javac", "mvn") if shutil.which(tool) is None]
     if missing:
-        raise RuntimeError(f"the Kafka peers need {', '.join(missing)} (Java 17 and Maven)")
+        raise RuntimeError(
+            f"the Kafka peers need {', '.join(missing)} on PATH (Java 17+ and Maven 3.8+)"
+        )
     result = subprocess.run(
         ["bash", str(FETCH)], check=False, capture_output=True, text=True, timeout=900
     )
@@ -39,33 +53,77 @@ def ensure_kafka() -> Path:
 
 
 def free_port() -> int:
+    """A loopback port nobody listens on now (the usual small race is accepted)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def java_member_cmd(*args: str) -> list[str]:
-    """argv that runs tools/kafka/JavaMember.java (a real KafkaConsumer) with `args`."""
+def _java(main: str, *args: str, heap: str = "256m", log4j: str = "log4j2-stderr.xml",
+          jvm: tuple[str, ...] = ()) -> list[str]:  # fmt: skip
+    """argv running `main` from the cached jars and helpers, logging per `log4j`."""
     cache = ensure_kafka()
     classpath = f"{cache / 'libs'}/*{os.pathsep}{cache / 'javamember'}"
-    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath, "JavaMember", *args]
+    return [
+        "java", f"-Xmx{heap}", "-Djava.awt.headless=true", *jvm,
+        f"-Dlog4j2.configurationFile={HERE / log4j}", "-cp", classpath, main, *args,
+    ]  # fmt: skip
+
+
+def java_member_cmd(*args: str) -> list[str]:
+    """argv that runs tools/kafka/JavaMember.java (a real KafkaConsumer) with `args`.
+
+    Start it with stdin=subprocess.PIPE: the member leaves the group when its stdin ends.
+    Serial GC and a small heap, because tests run several members on 2 cores.
+    """
+    return _java("JavaMember", *args, jvm=("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"))
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create `name` (replication 1) and return once the broker serves all its partitions.
+
+    Uses tools/kafka/KafkaAdmin.java (the Admin client), because kafka-tools, which holds
+    TopicCommand, is not on Maven Central for 4.4.0.
+    """
+    cmd = _java("KafkaAdmin", "--bootstrap", bootstrap, "--create-topic", name,
+                "--partitions", str(partitions), jvm=("-XX:TieredStopAtLevel=1",))  # fmt: skip
+    result = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"creating topic {name!r} failed: {result.stderr.strip()[-2000:]}")
 
 
 def _api_versions_ok(port: int) -> bool:
-    """A raw ApiVersions v0 round trip: the broker is not just listening but answering."""
-    request = struct.pack(">hhih", 18, 0, 1, 0)
+    """A raw ApiVersions v0 round trip: the broker is not just listening but answering.
+
+    Request: size, api_key 18, api_version 0, correlation_id, client_id "" (v0 header).
+    Response: size, correlation_id, error_code, api list; error 0 means ready.
+    """
+    request = struct.pack(">hhih", 18, 0, 7, 0)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             sock.sendall(struct.pack(">i", len(request)) + request)
-            header = sock.recv(10)
-            return len(header) >= 10 and struct.unpack(">h", header[8:10])[0] == 0
+            header = b""
+            while len(header) < 10:
+                chunk = sock.recv(10 - len(header))
+                if not chunk:
+                    return False
+                header += chunk
+            _, correlation_id, error = struct.unpack(">iih", header)
+            return bool(correlation_id == 7 and error == 0)
     except OSError:
         return False
 
 
 class KafkaBroker:
-    """A combined broker+controller KRaft Kafka on 127.0.0.1, formatted in `data_dir`."""
+    """A combined broker+controller KRaft Kafka on 127.0.0.1:`port`, formatted in `data_dir`.
+
+    A context manager: `__enter__` formats storage, starts the JVM and returns once the
+    broker answers ApiVersions; `__exit__` stops it (SIGTERM, then SIGKILL) and waits.
+    Settings suit one node and fast tests: every internal topic has replication 1, session
+    timeouts down to 1 s are allowed and topics are only created explicitly. `extra`
+    overrides or adds server.properties entries; `cpu` pins the JVM with taskset (benchmarks).
+    """
 
     def __init__(
         self,
@@ -73,15 +131,20 @@ class KafkaBroker:
         data_dir: Path,
         *,
         group_initial_rebalance_delay_ms: int = 0,
-        cpu: str | None = None,
         extra: dict[str, str] | None = None,
+        cpu: str | None = None,
+        heap: str = "512m",
         start_timeout: float = 90,
+        stop_timeout: float = 30,
     ) -> None:
         self.port = port
         self.controller_port = free_port()
-        self.data_dir = data_dir
+        self.data_dir = Path(data_dir)
         self.cpu = cpu
+        self.heap = heap
         self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.started_in: float | None = None  # seconds from launching the JVM to ready
         self.proc: subprocess.Popen[bytes] | None = None
         self.settings = {
             "process.roles": "broker,controller",
@@ -92,15 +155,17 @@ class KafkaBroker:
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(data_dir / "logs"),
+            "log.dirs": str(self.data_dir / "logs"),
             "num.partitions": "1",
+            "auto.create.topics.enable": "false",
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": str(group_initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": "1000",
-            "auto.create.topics.enable": "false",
             **(extra or {}),
         }
 
@@ -108,37 +173,43 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def _java(self, cache: Path, main: str, *args: str) -> list[str]:
+    def _cmd(self, main: str, *args: str) -> list[str]:
         pin = ["taskset", "-c", self.cpu] if self.cpu and shutil.which("taskset") else []
+        gc = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35")
         return [
-            *pin, "java", "-Xmx768m", "-XX:+UseG1GC",
-            f"-Dlog4j2.configurationFile={HERE / 'kafka' / 'log4j2.xml'}",
-            f"-Dkgroups.broker.log={self.data_dir / 'broker.log'}",
-            "-cp", f"{cache / 'libs'}/*", main, *args,
+            *pin,
+            *_java(main, *args, heap=self.heap, log4j="log4j2.xml",
+                   jvm=(*gc, f"-Dkgroups.broker.log={self.data_dir / 'broker.log'}")),
         ]  # fmt: skip
 
     def __enter__(self) -> KafkaBroker:
-        cache = ensure_kafka()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
+        # A cluster id is 16 random bytes in URL-safe base64 without padding.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        subprocess.run(
-            self._java(cache, "kafka.tools.StorageTool", "format", "--standalone",
-                       "-t", cluster_id, "-c", str(config)),
-            check=True, capture_output=True, timeout=120,
+        fmt = subprocess.run(
+            self._cmd("kafka.tools.StorageTool", "format", "--standalone", "--ignore-formatted",
+                      "--cluster-id", cluster_id, "--config", str(config)),
+            check=False, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        out = (self.data_dir / "broker.out").open("wb")
-        self.proc = subprocess.Popen(
-            self._java(cache, "kafka.Kafka", str(config)), stdout=out, stderr=subprocess.STDOUT
-        )
-        out.close()
-        deadline = time.monotonic() + self.start_timeout
+        if fmt.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed: {(fmt.stdout + fmt.stderr)[-2000:]}")
+        started = time.monotonic()
+        with (self.data_dir / "broker.out").open("wb") as out:
+            self.proc = subprocess.Popen(
+                self._cmd("kafka.Kafka", str(config)),
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         while not _api_versions_ok(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+            if self.proc.poll() is not None or time.monotonic() - started > self.start_timeout:
                 self.__exit__(None, None, None)
-                raise RuntimeError(f"Kafka broker did not start; see {self.data_dir}/broker.log")
-            time.sleep(0.2)
+                raise RuntimeError(
+                    f"Kafka broker did not start within {self.start_timeout:.0f} s; "
+                    f"see {self.data_dir}/broker.log and broker.out"
+                )
+            time.sleep(0.1)
+        self.started_in = time.monotonic() - started
         return self
 
     def __exit__(
@@ -147,13 +218,13 @@ class KafkaBroker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.proc is None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # a controlled shutdown: a few seconds
         try:
-            self.proc.wait(timeout=30)
+            proc.wait(timeout=self.stop_timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=10)
-        self.proc = None
+                proc.wait(timeout=10)

@@ -1,0 +1,1 @@
+"""The member side of kgroups: joining groups, assignors, the sidecar."""
