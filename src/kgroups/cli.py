@@ -1,8 +1,8 @@
-"""The `kgroups` command line: run a coordinator, manage topics.
+"""The `kgroups` command line: run a coordinator, manage topics, try assignors.
 
 `kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
 `kgroups topic create|list|delete` manage its topics through the Kafka admin APIs, the
-same way any Kafka admin client can.
+same way any Kafka admin client can; `kgroups assign` shows what an assignor would do.
 """
 
 from __future__ import annotations
@@ -200,6 +200,109 @@ def topic_delete(name: str, bootstrap: BootstrapOption = "127.0.0.1:9092") -> No
 
     host, port = parse_address(bootstrap)
     _admin(admin.delete_topic(host, port, name), f"deleted topic {name}")
+
+
+@app.command()
+def assign(
+    strategy: Annotated[
+        str, typer.Option(help="Assignor name: range, roundrobin, sticky, cooperative-sticky, ...")
+    ],
+    input_path: Annotated[
+        str, typer.Option("--input", help="JSON file describing the group, or - for stdin.")
+    ] = "-",
+) -> None:
+    """Print the assignment an assignor would make for a group described in JSON.
+
+    Input: {"topics": {"t": 3}, "members": {"m1": {"topics": ["t"], "owned": {"t": [0]},
+    "generation": 1, "instance_id": null, "rack": null}}, "replicas": 1}.
+    Output: {"assignment": {"m1": {"t": [0, 1, 2]}}}.
+    """
+    import json
+
+    from kgroups.client import assignors
+    from kgroups.client.assignors.jsonio import SpecError, assignment_to_json, group_from_json
+
+    try:
+        text = sys.stdin.read() if input_path == "-" else Path(input_path).read_text()
+    except OSError as exc:
+        typer.echo(f"error: cannot read {input_path}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        group = group_from_json(json.loads(text))
+        assignor = assignors.get(strategy)
+        result = assignor.assign(group)
+    except json.JSONDecodeError as exc:
+        typer.echo(f"error: the input is not JSON: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except (SpecError, assignors.AssignorError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(json.dumps(assignment_to_json(group, result), sort_keys=True))
+
+
+@app.command()
+def sidecar(
+    group: Annotated[str, typer.Option(help="Consumer group id.")],
+    topics: Annotated[str, typer.Option(help="Topics to subscribe to, comma-separated.")],
+    bootstrap: BootstrapOption = "127.0.0.1:9092",
+    assignment_file: Annotated[
+        Path | None, typer.Option(help="Write the assignment here (atomically) on every change.")
+    ] = None,
+    http: Annotated[
+        str | None, typer.Option(help="Serve GET /assignment etc. on HOST:PORT (port 0: any).")
+    ] = None,
+    strategy: Annotated[
+        str, typer.Option(help="Assignors in preference order, comma-separated.")
+    ] = "range,cooperative-sticky",
+    instance_id: Annotated[str | None, typer.Option(help="group.instance.id (static).")] = None,
+    rack: Annotated[str | None, typer.Option(help="client.rack")] = None,
+    session_timeout_ms: Annotated[int, typer.Option()] = 45_000,
+    heartbeat_interval_ms: Annotated[int, typer.Option()] = 3_000,
+    rebalance_timeout_ms: Annotated[int, typer.Option()] = 300_000,
+    revoke_timeout_ms: Annotated[
+        int | None,
+        typer.Option(
+            help="Longest wait for POST /revoked (default: rebalance timeout less "
+            "5 s with --http, 1 s without)."
+        ),
+    ] = None,
+    log_level: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """Run a group member for an application in another process (file and HTTP API)."""
+    from kgroups.client import GroupMember
+    from kgroups.client.sidecar import Sidecar
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s",
+                        stream=sys.stderr)  # fmt: skip
+    if assignment_file is None and http is None:
+        raise typer.BadParameter("give --assignment-file, --http or both")
+    address = parse_address(http) if http is not None else None
+    if revoke_timeout_ms is None:
+        revoke_timeout_ms = max(rebalance_timeout_ms - 5000, 1000) if http else 1000
+
+    def make_member(listener: Sidecar) -> GroupMember:
+        return GroupMember(
+            bootstrap, group, [t for t in topics.split(",") if t],
+            assignors=[s for s in strategy.split(",") if s], instance_id=instance_id, rack=rack,
+            session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms, listener=listener,
+        )  # fmt: skip
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        car = Sidecar(make_member, assignment_file=assignment_file, http=address,
+                      revoke_timeout=revoke_timeout_ms / 1000)  # fmt: skip
+        return await car.run(stop)
+
+    try:
+        code = asyncio.run(run())
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    raise typer.Exit(code)
 
 
 def main() -> None:

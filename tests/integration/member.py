@@ -164,14 +164,68 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
                 emit(event="commit_failed", error=repr(exc))
 
 
+async def run_kgroups(args: argparse.Namespace) -> None:
+    from kgroups.client import GroupMember
+    from kgroups.client.errors import MemberError
+
+    member: GroupMember
+
+    class Listener:
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            emit(event="revoked", partitions=tps(revoked))
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            emit(event="lost", partitions=tps(lost))
+
+        def on_partitions_assigned(self, added: Any) -> None:
+            # The whole assignment, as the eager peers report it (cooperative: added only).
+            emit(
+                event="assigned",
+                generation=member.generation,
+                member_id=member.member_id,
+                partitions=tps(member.assignment),
+                added=tps(added),
+            )
+
+    member = GroupMember(
+        args.bootstrap,
+        args.group,
+        args.topics.split(","),
+        assignors=[args.strategy],
+        instance_id=args.instance_id,
+        client_id=args.client_id,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        rebalance_timeout_ms=args.max_poll_interval_ms,
+        listener=Listener(),
+    )
+    await member.start()
+    commands = stdin_commands()
+    loop = asyncio.get_running_loop()
+    while True:
+        command = await loop.run_in_executor(None, commands.get)
+        if command == "close":
+            await member.close()
+            emit(event="closed")
+            return
+        if command.startswith("commit "):
+            offset = int(command.split()[1])
+            assigned = member.assignment
+            try:
+                await member.commit(dict.fromkeys(assigned, offset))
+                emit(event="committed", offset=offset, partitions=tps(assigned))
+            except MemberError as exc:
+                emit(event="commit_failed", error=repr(exc), code=getattr(exc.code, "name", None))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--client", choices=["kafka-python", "aiokafka"], required=True)
+    parser.add_argument("--client", choices=["kafka-python", "aiokafka", "kgroups"], required=True)
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topics", required=True)
     parser.add_argument("--client-id", required=True)
-    parser.add_argument("--strategy", choices=["range", "roundrobin"], default="range")
+    parser.add_argument("--strategy", default="range")
     parser.add_argument("--instance-id")
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
@@ -180,6 +234,8 @@ def main() -> None:
     emit(event="started", at=time.time())
     if args.client == "kafka-python":
         run_kafka_python(args)
+    elif args.client == "kgroups":
+        asyncio.run(run_kgroups(args))
     else:
         asyncio.run(run_aiokafka(args))
 

@@ -1,1 +1,30 @@
-"""The member side of kgroups: joining groups, assignors, the sidecar."""
+"""The member side of kgroups: joining groups, assignors, the sidecar.
+
+`GroupMember` (asyncio) and `SyncGroupMember` (threads) join a consumer group on the
+kgroups coordinator or any Kafka broker; `assignors` holds the partition assignors.
+"""
+
+from kgroups.client.errors import (
+    CommitError,
+    CommitFailedError,
+    FencedInstanceError,
+    MemberError,
+    OffsetAndMetadata,
+    RebalanceInProgressError,
+    TopicPartition,
+)
+from kgroups.client.link import CoordinatorUnavailable
+from kgroups.client.member import GroupMember, RebalanceListener
+
+__all__ = [
+    "CommitError",
+    "CommitFailedError",
+    "CoordinatorUnavailable",
+    "FencedInstanceError",
+    "GroupMember",
+    "MemberError",
+    "OffsetAndMetadata",
+    "RebalanceInProgressError",
+    "RebalanceListener",
+    "TopicPartition",
+]

@@ -1,0 +1,273 @@
+"""Sidecar mode: a group member in its own process, for an application in any language.
+
+The application never speaks the Kafka protocol. It reads its assignment from a file
+(rewritten atomically: write, fsync, rename) or from local HTTP, and tells the sidecar
+when it has stopped working on revoked partitions:
+
+    GET  /assignment  {"generation", "member_id", "state", "assignment": {"t": [0, 1]},
+                       "revoking": {"t": [1]}, "version"}
+    POST /revoked     acknowledge that work on "revoking" has stopped
+    POST /commit      {"offsets": {"t": {"0": 42}}}  (only partitions currently assigned)
+    GET  /healthz     200 while the member is alive, 503 once it has failed
+
+The non-overlap guarantee comes from ordering. When partitions are revoked, the sidecar
+first publishes the assignment without them (listed under "revoking"), then waits for
+POST /revoked (or `revoke_timeout`) before the member protocol goes on and lets anyone
+else have them: eagerly before rejoining, cooperatively before the follow-up rebalance.
+Lost partitions (the member was expelled) are withdrawn at once; nobody waits for them.
+An application that acts only on "assignment" and acknowledges revocations therefore
+never works on a partition another sidecar's application holds.
+
+Without HTTP there is nobody to acknowledge, so a revocation waits `revoke_timeout` (a
+grace period for the application to notice the file) before proceeding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kgroups.client.errors import (
+    CommitError,
+    CommitFailedError,
+    MemberError,
+    RebalanceInProgressError,
+    TopicPartition,
+)
+from kgroups.client.link import CoordinatorUnavailable
+from kgroups.client.member import GroupMember, Partitions
+from kgroups.protocol.consumer import partitions_by_topic
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1 << 20
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Readers see the old file or the new one, never a torn write."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _by_topic(partitions: Partitions) -> dict[str, list[int]]:
+    return {t: list(ps) for t, ps in sorted(partitions_by_topic(partitions).items())}
+
+
+class Sidecar:
+    """Publishes a `GroupMember`'s assignment and gates its revocations on the app."""
+
+    def __init__(
+        self,
+        member_factory: Any,
+        *,
+        assignment_file: Path | None,
+        http: tuple[str, int] | None,
+        revoke_timeout: float,
+    ) -> None:
+        self.member: GroupMember = member_factory(self)
+        self.assignment_file = assignment_file
+        self.http = http
+        self.revoke_timeout = revoke_timeout
+        self.version = 0
+        self._revoking: Partitions = frozenset()
+        self._acked = asyncio.Event()
+        self._held: Partitions = frozenset()
+        self._server: asyncio.Server | None = None
+        self.address: tuple[str, int] | None = None
+
+    # -- the listener --------------------------------------------------------------------
+
+    async def on_partitions_revoked(self, partitions: Partitions) -> None:
+        self._held = self._held - partitions
+        self._revoking = self._revoking | partitions
+        self._acked.clear()
+        self._publish()
+        try:
+            await asyncio.wait_for(self._acked.wait(), self.revoke_timeout)
+        except TimeoutError:
+            if self.http is not None:
+                log.warning(
+                    "the application did not acknowledge revoking %s within %.1f s; "
+                    "releasing them anyway",
+                    sorted(partitions),
+                    self.revoke_timeout,
+                )
+        self._revoking = frozenset()
+        self._publish()
+
+    def on_partitions_lost(self, partitions: Partitions) -> None:
+        self._held = self._held - partitions
+        self._publish()
+
+    def on_partitions_assigned(self, partitions: Partitions) -> None:
+        self._held = self.member.assignment
+        self._publish()
+
+    # -- publishing ------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        m = self.member
+        return {
+            "version": self.version,
+            "generation": m.generation,
+            "member_id": m.member_id,
+            "state": m.state,
+            "assignment": _by_topic(self._held),
+            "revoking": _by_topic(self._revoking),
+        }
+
+    def _publish(self) -> None:
+        self.version += 1
+        if self.assignment_file is not None:
+            body = json.dumps(self.snapshot(), sort_keys=True).encode() + b"\n"
+            write_atomically(self.assignment_file, body)
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def start_http(self) -> None:
+        if self.http is None:
+            return
+        self._server = await asyncio.start_server(self._serve, *self.http)
+        sock = self._server.sockets[0].getsockname()
+        self.address = (sock[0], sock[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    request_line = await reader.readline()
+                    if not request_line:
+                        return
+                    method, path, _ = request_line.decode("latin-1").split(" ", 2)
+                    length = 0
+                    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                        name, _, value = line.decode("latin-1").partition(":")
+                        if name.strip().lower() == "content-length":
+                            length = int(value.strip())
+                    if length > MAX_BODY:
+                        raise ValueError("request body too large")
+                    body = await reader.readexactly(length) if length else b""
+                except (ValueError, asyncio.IncompleteReadError):
+                    await self._reply(writer, 400, {"error": "malformed HTTP request"})
+                    return
+                status, payload = await self._route(method, path.split("?", 1)[0], body)
+                await self._reply(writer, status, payload)
+        except ConnectionError:
+            return
+        finally:
+            writer.close()
+
+    async def _reply(self, writer: asyncio.StreamWriter, status: int, payload: Any) -> None:
+        reasons = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+                   409: "Conflict", 503: "Service Unavailable"}  # fmt: skip
+        data = json.dumps(payload, sort_keys=True).encode()
+        head = (
+            f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        )
+        writer.write(head.encode() + data)
+        await writer.drain()
+
+    async def _route(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
+        routes = {
+            ("GET", "/assignment"): self._get_assignment,
+            ("GET", "/healthz"): self._healthz,
+            ("POST", "/revoked"): self._post_revoked,
+            ("POST", "/commit"): self._post_commit,
+        }
+        handler = routes.get((method, path))
+        if handler is None:
+            known = any(p == path for _, p in routes)
+            return (405 if known else 404), {"error": f"no route {method} {path}"}
+        return await handler(body)
+
+    async def _get_assignment(self, body: bytes) -> tuple[int, Any]:
+        return 200, self.snapshot()
+
+    async def _healthz(self, body: bytes) -> tuple[int, Any]:
+        ok = self.member.state not in ("failed", "closed")
+        return (200 if ok else 503), {"state": self.member.state}
+
+    async def _post_revoked(self, body: bytes) -> tuple[int, Any]:
+        pending = bool(self._revoking)
+        self._acked.set()
+        return 200, {"acknowledged": pending}
+
+    async def _post_commit(self, body: bytes) -> tuple[int, Any]:
+        try:
+            doc = json.loads(body or b"{}")
+            offsets = {
+                TopicPartition(topic, int(p)): int(offset)
+                for topic, per_partition in doc["offsets"].items()
+                for p, offset in per_partition.items()
+            }
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return 400, {"error": 'expected {"offsets": {"topic": {"partition": offset}}}'}
+        foreign = sorted(tp for tp in offsets if tp not in self._held)
+        if foreign:
+            return 409, {"error": "not assigned to this member", "partitions": foreign}
+        try:
+            await self.member.commit(offsets)
+        except CommitFailedError as exc:
+            return 409, {"error": str(exc), "code": getattr(exc.code, "name", None)}
+        except (RebalanceInProgressError, CoordinatorUnavailable) as exc:
+            return 503, {"error": str(exc), "retry": True}
+        except CommitError as exc:
+            return 400, {"error": str(exc)}
+        except MemberError as exc:
+            return 503, {"error": str(exc)}
+        return 200, {"committed": len(offsets), "generation": self.member.generation}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until `stop` is set; 0 on a clean stop, 1 if the member failed."""
+        await self.start_http()
+        self._publish()
+        if self.address is not None:
+            print(
+                json.dumps({"event": "listening", "http": f"{self.address[0]}:{self.address[1]}"}),
+                flush=True,
+            )
+        starting = asyncio.create_task(self.member.start())
+        stopping = asyncio.create_task(stop.wait())
+        code = 0
+        try:
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if starting.done() and starting.exception() is not None:
+                log.error("the member failed: %s", starting.exception())
+                code = 1
+            else:
+                failed = asyncio.create_task(self._until_failed())
+                await asyncio.wait({failed, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                failed.cancel()
+                if self.member.state == "failed":
+                    code = 1
+        finally:
+            for task in (starting, stopping):
+                task.cancel()
+            await self.member.close()
+            self._publish()
+            if self._server is not None:
+                self._server.close()
+                await self._server.wait_closed()
+        return code
+
+    async def _until_failed(self) -> None:
+        while self.member.state != "failed":
+            await asyncio.sleep(0.2)

@@ -1,0 +1,206 @@
+"""`kgroups sidecar`: applications that only read a file or local HTTP never overlap.
+
+Each sidecar is a real process on the real coordinator. Each "application" is a thread
+that does what a well-behaved app in any language would: poll GET /assignment, work on
+exactly the partitions listed under "assignment", and POST /revoked once it has stopped
+working on the ones listed under "revoking". A shared ledger records who works on what;
+claiming a partition another app still works on is the failure this test exists for.
+Sidecars join, leave (SIGTERM) and rejoin while the apps run, with an eager and with a
+cooperative assignor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgroups import admin
+from tests.integration.harness import PYTHON, ROOT, Coordinator, wait_until
+
+
+def http(address: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://{address}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+class SidecarProcess:
+    def __init__(self, coordinator: Coordinator, name: str, strategy: str, tmp: Path) -> None:
+        self.name = name
+        self.file = tmp / f"{name}.json"
+        self.proc = subprocess.Popen(
+            [
+                PYTHON, "-m", "kgroups", "sidecar", "--bootstrap", coordinator.bootstrap,
+                "--group", "apps", "--topics", "jobs", "--strategy", strategy,
+                "--assignment-file", str(self.file), "--http", "127.0.0.1:0",
+                "--session-timeout-ms", "4000", "--heartbeat-interval-ms", "300",
+                "--rebalance-timeout-ms", "15000",
+            ],
+            stdout=subprocess.PIPE, stderr=(tmp / f"{name}.log").open("wb"), cwd=ROOT,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        self.address: str = json.loads(line)["http"]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+DRAIN = 0.3
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.worker: dict[int, str] = {}
+        self.violations: list[str] = []
+
+
+class App(threading.Thread):
+    """What a correct application does with the sidecar's HTTP API."""
+
+    def __init__(self, sidecar: SidecarProcess, ledger: Ledger) -> None:
+        super().__init__(name=f"app-{sidecar.name}", daemon=True)
+        self.sidecar, self.ledger = sidecar, ledger
+        self.working: set[int] = set()
+        self.stop_flag = threading.Event()
+        self.acks = 0
+
+    def run(self) -> None:
+        draining_since: float | None = None
+        while not self.stop_flag.is_set():
+            try:
+                _, state = http(self.sidecar.address, "GET", "/assignment")
+            except OSError:
+                break  # the sidecar is gone (after SIGTERM)
+            assigned = set(state["assignment"].get("jobs", []))
+            revoking = set(state["revoking"].get("jobs", []))
+            # Stopping takes a while (in-flight work finishes): keep working on revoked
+            # partitions for DRAIN seconds, then let go and acknowledge.
+            if revoking and draining_since is None:
+                draining_since = time.monotonic()
+            done_draining = draining_since is not None and (
+                time.monotonic() - draining_since >= DRAIN
+            )
+            keep = assigned | (revoking if not done_draining else set())
+            with self.ledger.lock:
+                for p in self.working - keep:
+                    del self.ledger.worker[p]
+                for p in keep - self.working:
+                    other = self.ledger.worker.get(p)
+                    if other is not None:
+                        self.ledger.violations.append(f"{self.name} took {p} from {other}")
+                    self.ledger.worker[p] = self.name
+                self.working = keep
+            if done_draining:
+                http(self.sidecar.address, "POST", "/revoked", {})
+                self.acks += 1
+                draining_since = None
+            time.sleep(0.02)
+        with self.ledger.lock:
+            for p in self.working:
+                self.ledger.worker.pop(p, None)
+            self.working = set()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_apps_behind_sidecars_never_work_on_the_same_partition(
+    coordinator: Coordinator, tmp_path: Path, strategy: str
+) -> None:
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "jobs", 12))
+    ledger = Ledger()
+    cars: list[SidecarProcess] = []
+    apps: list[App] = []
+
+    def launch(name: str) -> tuple[SidecarProcess, App]:
+        car = SidecarProcess(coordinator, name, strategy, tmp_path)
+        cars.append(car)
+        app = App(car, ledger)
+        apps.append(app)
+        app.start()
+        return car, app
+
+    def covered(live: list[App]) -> bool:
+        with ledger.lock:
+            return sorted(p for a in live for p in a.working) == list(range(12))
+
+    try:
+        a, app_a = launch("a")
+        b, app_b = launch("b")
+        live = [app_a, app_b]
+        wait_until(lambda: covered(live), 40, "two apps to cover the topic")
+        c, app_c = launch("c")
+        live.append(app_c)
+        wait_until(lambda: covered(live) and all(len(x.working) == 4 for x in live), 40,
+                   "three apps with 4 partitions each")  # fmt: skip
+        assert not ledger.violations, ledger.violations
+        assert app_a.acks + app_b.acks > 0, "revocations must wait for the app's ack"
+
+        # The file says what HTTP says (atomically written JSON).
+        on_disk = json.loads(c.file.read_text())
+        _, over_http = http(c.address, "GET", "/assignment")
+        assert on_disk["assignment"] == over_http["assignment"]
+        assert on_disk["generation"] == over_http["generation"] > 0
+
+        # Commit: own partitions only; a partition of another member is refused.
+        mine = over_http["assignment"]["jobs"][0]
+        status, body = http(c.address, "POST", "/commit", {"offsets": {"jobs": {str(mine): 5}}})
+        assert status == 200 and body["committed"] == 1, body
+        theirs = next(p for p in range(12) if p not in over_http["assignment"]["jobs"])
+        status, body = http(c.address, "POST", "/commit", {"offsets": {"jobs": {str(theirs): 5}}})
+        assert status == 409, body
+        status, body = http(c.address, "POST", "/commit", {"nonsense": True})
+        assert status == 400, body
+        status, body = http(c.address, "GET", "/healthz")
+        assert status == 200
+
+        # A sidecar stops: its app acknowledges, the others take over.
+        assert a.stop() == 0
+        app_a.stop_flag.set()
+        app_a.join(10)
+        live.remove(app_a)
+        wait_until(lambda: covered(live), 40, "the remaining apps to cover the topic")
+        d, app_d = launch("d")
+        live.append(app_d)
+        wait_until(lambda: covered(live) and all(len(x.working) == 4 for x in live), 40,
+                   "the newcomer to get its share")  # fmt: skip
+        assert not ledger.violations, ledger.violations
+    finally:
+        for app in apps:
+            app.stop_flag.set()
+        for car in cars:
+            car.stop()
+        for app in apps:
+            app.join(10)
+    assert not ledger.violations, ledger.violations
+
+
+def test_sidecar_rejects_bad_usage(coordinator: Coordinator) -> None:
+    result = subprocess.run(
+        [PYTHON, "-m", "kgroups", "sidecar", "--group", "g", "--topics", "t"],
+        check=False, capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--assignment-file" in result.stderr
