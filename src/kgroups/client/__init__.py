@@ -15,6 +15,7 @@ from kgroups.client.errors import (
 )
 from kgroups.client.link import CoordinatorUnavailable
 from kgroups.client.member import GroupMember, RebalanceListener
+from kgroups.client.sync import SyncGroupMember
 
 __all__ = [
     "CommitError",
@@ -26,5 +27,6 @@ __all__ = [
     "OffsetAndMetadata",
     "RebalanceInProgressError",
     "RebalanceListener",
+    "SyncGroupMember",
     "TopicPartition",
 ]

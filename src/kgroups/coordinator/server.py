@@ -298,6 +298,11 @@ class CoordinatorServer:
         if self.failure is not None:
             raise self.failure
 
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` finished or the server failed."""
+        return self._stopped.is_set()
+
     async def stop(self) -> None:
         """Stop accepting, close every connection, finish pending writes, close the store."""
         if self._server is not None:
