@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_FLAGS ?= -q
 
-.PHONY: install lint test test-unit test-sim test-integration demo bench bench-heartbeats bench-rebalance kafka clean
+.PHONY: install lint test test-unit test-sim test-integration demo bench bench-heartbeats bench-rebalance bench-assignors kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,13 +46,16 @@ kafka:
 demo: install
 	$(BIN)/python examples/demo.py
 
-bench: bench-heartbeats bench-rebalance
+bench: bench-heartbeats bench-rebalance bench-assignors
 
 bench-heartbeats: install kafka
 	$(BIN)/python bench/heartbeats.py
 
 bench-rebalance: install kafka
 	$(BIN)/python bench/rebalance.py
+
+bench-assignors: install
+	$(BIN)/python bench/assignors.py
 
 clean:
 	rm -rf $(VENV) .kgroups .kgroups-demo .mypy_cache .ruff_cache
