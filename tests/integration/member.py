@@ -25,8 +25,11 @@ import threading
 import time
 from typing import Any
 
+events_seen: list[dict[str, Any]] = []
+
 
 def emit(**event: Any) -> None:
+    events_seen.append(event)
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
 
@@ -49,11 +52,18 @@ def stdin_commands() -> queue.Queue[str]:
 
 def run_kafka_python(args: argparse.Namespace) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
     from kafka.errors import KafkaError
 
-    strategies = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    strategies = {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "sticky": StickyPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
@@ -89,6 +99,15 @@ def run_kafka_python(args: argparse.Namespace) -> None:
             # down (a coordinator restart); an application retries, and so does this one.
             emit(event="poll_error", error=repr(exc))
             time.sleep(0.1)
+        if args.strategy == "cooperative-sticky":
+            # kafka-python calls on_partitions_assigned only when something was added; a
+            # cooperative generation that only took partitions away is reported here.
+            meta = consumer.group_metadata()
+            now = (meta.generation_id, tps(consumer.assignment()))
+            last = next((e for e in reversed(events_seen) if e["event"] == "assigned"), None)
+            if meta.generation_id > 0 and last and (last["generation"], last["partitions"]) != now:
+                emit(event="assigned", generation=now[0], member_id=meta.member_id,
+                     partitions=now[1])  # fmt: skip
         try:
             command = commands.get_nowait()
         except queue.Empty:
