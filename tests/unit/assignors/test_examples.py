@@ -250,3 +250,42 @@ def test_all_consumers_have_owned_partition_invalidated_when_claimed_by_multiple
     assert eager == {"c1": {"t": [1]}, "c2": {"t": [2]}, "c3": {"t": [0]}}
     coop = assignors.get("cooperative-sticky").assign(spec)
     assert coop == {"c1": {"t": [1]}, "c2": {"t": [2]}, "c3": {}}
+
+
+# -- KIP-881 rack awareness -----------------------------------------------------------------------
+
+
+def rack_group() -> GroupSpec:
+    """Consumers on racks a and b; partitions 0 and 2 only on b, 1 and 3 only on a, so
+    the rack-blind answer (range: c1 gets 0-1) would read across racks."""
+    racks = [frozenset({"b"}), frozenset({"a"}), frozenset({"b"}), frozenset({"a"})]
+    members = {
+        "c1": MemberSpec("c1", frozenset({"t"}), rack="a"),
+        "c2": MemberSpec("c2", frozenset({"t"}), rack="b"),
+    }
+    return GroupSpec(members, {"t": 4}, {"t": racks})
+
+
+@pytest.mark.parametrize("name", ["range", "sticky", "cooperative-sticky", "roundrobin"])
+def test_rack_aware_assignment_reads_from_the_local_rack(name: str) -> None:
+    result = assignors.get(name).assign(rack_group())
+    if name == "roundrobin":  # Kafka's roundrobin is not rack-aware
+        assert result == {"c1": {"t": [0, 2]}, "c2": {"t": [1, 3]}}
+    else:
+        assert result == {"c1": {"t": [1, 3]}, "c2": {"t": [0, 2]}}
+
+
+def test_rack_awareness_is_off_when_every_partition_is_on_every_rack() -> None:
+    """Kafka's gate: nothing to gain, so the rack-blind (and cheaper) answer is given."""
+    spec = rack_group()
+    everywhere = GroupSpec(spec.members, spec.partitions, {"t": [frozenset({"a", "b"})] * 4})
+    assert assignors.get("range").assign(everywhere) == {"c1": {"t": [0, 1]}, "c2": {"t": [2, 3]}}
+
+
+def test_redundant_spreads_copies_over_racks() -> None:
+    members = {f"m{i}": MemberSpec(f"m{i}", frozenset({"t"}), rack="ab"[i % 2]) for i in range(4)}
+    spec = GroupSpec(members, {"t": 4}, {}, replicas=2)
+    result = assignors.get("redundant").assign(spec)
+    for p in range(4):
+        owners = [m for m, topics in result.items() if p in topics.get("t", [])]
+        assert len(owners) == 2 and {members[m].rack for m in owners} == {"a", "b"}
