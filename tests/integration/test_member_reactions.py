@@ -226,3 +226,88 @@ async def test_sync_facade_for_code_that_is_not_async(server: CoordinatorServer)
 
     # The coordinator runs on this test's loop; the blocking code runs in its own thread.
     await asyncio.wait_for(asyncio.to_thread(blocking_code), 30)
+
+
+class FaultProxy:
+    """A TCP proxy in front of the real coordinator that rewrites the error code of the
+    next `count` responses to one API (fault injection; everything else passes through)."""
+
+    def __init__(self, target_port: int, api_key: int, error: int, count: int = 1) -> None:
+        self.target_port, self.api_key, self.error, self.count = target_port, api_key, error, count
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.server.wait_closed()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        apis: dict[int, int] = {}
+
+        async def pump(
+            src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool
+        ) -> None:
+            try:
+                while True:
+                    size = await src.readexactly(4)
+                    frame = bytearray(await src.readexactly(int.from_bytes(size, "big")))
+                    correlation = int.from_bytes(frame[4:8] if upstream else frame[0:4], "big")
+                    if upstream:
+                        apis[correlation] = int.from_bytes(frame[0:2], "big")
+                    elif apis.pop(correlation, None) == self.api_key and self.count > 0:
+                        # Heartbeat v4 response: correlation id, header tags, throttle, error.
+                        frame[9:11] = self.error.to_bytes(2, "big")
+                        self.count -= 1
+                    dst.write(size + bytes(frame))
+                    await dst.drain()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                dst.close()
+
+        for task in (
+            asyncio.create_task(pump(reader, up_writer, True)),
+            asyncio.create_task(pump(up_reader, writer, False)),
+        ):
+            self.tasks.add(task)
+
+
+async def test_illegal_generation_resets_only_the_generation(tmp_path: Path) -> None:
+    """KAFKA-13419: on ILLEGAL_GENERATION the member keeps its member id (so the coordinator
+    knows it on rejoin) and gives its partitions up as lost before rejoining."""
+    proxy = FaultProxy(0, api_key=12, error=22, count=0)  # Heartbeat -> ILLEGAL_GENERATION
+    port = await proxy.start()
+    settings = ServerSettings(
+        port=0, data_dir=tmp_path, advertised_port=port,  # clients come back via the proxy
+        coordinator=CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500),
+    )  # fmt: skip
+    srv = CoordinatorServer(settings)
+    await srv.start()
+    proxy.target_port = srv.port
+    try:
+        await admin.create_topic("127.0.0.1", srv.port, "t", 4)
+        recorder = Recorder()
+        member = GroupMember(f"127.0.0.1:{port}", "g", ["t"], listener=recorder, assignors=["range"],
+                             session_timeout_ms=3000, heartbeat_interval_ms=100)  # fmt: skip
+        await member.start(timeout=10)
+        member_id = member.member_id
+        proxy.count = 1
+        for _ in range(100):
+            if len(recorder.calls) >= 3:
+                break
+            await asyncio.sleep(0.05)
+        assert recorder.calls == [("assigned", ALL), ("lost", ALL), ("assigned", ALL)]
+        assert member.member_id == member_id  # kept: only the generation was reset
+        assert proxy.count == 0
+        await member.close()
+    finally:
+        await proxy.stop()
+        await srv.stop()
