@@ -35,15 +35,13 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 from kio.schema.heartbeat.v4 import request as hb
 from kio.schema.join_group.v9 import request as jg
 from kio.schema.leave_group.v5 import request as lg
-from kio.schema.offset_commit.v8 import request as oc
-from kio.schema.offset_fetch.v7 import request as of
 from kio.schema.sync_group.v5 import request as sg
 
 from kgroups.client import assignors as registry
@@ -64,6 +62,13 @@ from kgroups.client.link import (
     parse_bootstrap,
 )
 from kgroups.client.metadata import member_spec, subscription_metadata
+from kgroups.client.offsets import (
+    Offsets,
+    commit_errors,
+    commit_request,
+    fetch_request,
+    fetch_result,
+)
 from kgroups.protocol.build import build
 from kgroups.protocol.consumer import (
     PROTOCOL_TYPE,
@@ -221,11 +226,7 @@ class GroupMember:
             self.topics = new
             self.request_rejoin("subscription changed")
 
-    async def commit(
-        self,
-        offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
-        | Mapping[tuple[str, int], int | OffsetAndMetadata],
-    ) -> None:
+    async def commit(self, offsets: Offsets) -> None:
         """Commit offsets for this generation. Raises `CommitFailedError` when the group
         has moved on without this member (stale generation), `RebalanceInProgressError`
         during a rebalance, `CoordinatorUnavailable` when it cannot be reached (retry)."""
@@ -240,43 +241,18 @@ class GroupMember:
                 f"cannot commit: the member is {self.state} and holds no generation"
             )
         generation, member_id = self.generation, self.member_id
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp, value in offsets.items():
-            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
-            by_topic.setdefault(tp[0], []).append(
-                {
-                    "partition_index": tp[1],
-                    "committed_offset": om.offset,
-                    "committed_metadata": om.metadata,
-                }
-            )
-        body = build(
-            oc.OffsetCommitRequest,
-            {
-                "group_id": self.group_id,
-                "generation_id_or_member_epoch": generation,
-                "member_id": member_id,
-                "group_instance_id": self.instance_id,
-                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-            },
-        )
-        response = await self._link.request(body)
-        failed: dict[TopicPartition, ErrorCode] = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.error_code is not ErrorCode.none:
-                    failed[TopicPartition(topic.name, p.partition_index)] = p.error_code
+        body = commit_request(self.group_id, generation, member_id, self.instance_id, offsets)
+        failed = commit_errors(await self._link.request(body))
         if not failed:
             return
         codes = set(failed.values())
         if ErrorCode.fenced_instance_id in codes:
-            await self._fail(
-                FencedInstanceError(
-                    f"commit: instance id {self.instance_id!r} was fenced by another member",
-                    ErrorCode.fenced_instance_id,
-                )
+            error = FencedInstanceError(
+                f"commit: instance id {self.instance_id!r} was fenced by another member",
+                ErrorCode.fenced_instance_id,
             )
-            raise self._fatal  # type: ignore[misc]
+            await self._fail(error)
+            raise error
         if ErrorCode.unknown_member_id in codes or ErrorCode.illegal_generation in codes:
             code = (
                 ErrorCode.unknown_member_id
@@ -308,32 +284,12 @@ class GroupMember:
         """The group's committed offsets for `partitions` (None where nothing is committed)."""
         self._raise_if_failed()
         wanted = [TopicPartition(*tp) for tp in partitions]
-        grouped = partitions_by_topic(wanted)
-        body = build(
-            of.OffsetFetchRequest,
-            {
-                "group_id": self.group_id,
-                "topics": [{"name": t, "partition_indexes": list(ps)} for t, ps in grouped.items()],
-                "require_stable": False,
-            },
-        )
-        response = await self._link.request(body)
-        if response.error_code is not ErrorCode.none:
-            if response.error_code in COORDINATOR_MOVED:
-                await self._link.reset()
-                raise CoordinatorUnavailable(f"offset fetch: {response.error_code.name}")
-            raise MemberError(
-                f"offset fetch failed: {response.error_code.name}", response.error_code
-            )
-        out: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(wanted)
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if p.error_code is not ErrorCode.none:
-                    raise MemberError(f"offset fetch for {tp}: {p.error_code.name}", p.error_code)
-                if p.committed_offset >= 0:
-                    out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or "")
-        return out
+        response = await self._link.request(fetch_request(self.group_id, wanted))
+        try:
+            return fetch_result(response, wanted)
+        except CoordinatorUnavailable:
+            await self._link.reset()
+            raise
 
     async def close(self, *, leave: bool | None = None) -> None:
         """Give up the assignment and stop. `leave=None` sends LeaveGroup for dynamic
