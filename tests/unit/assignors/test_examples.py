@@ -289,3 +289,87 @@ def test_redundant_spreads_copies_over_racks() -> None:
     for p in range(4):
         owners = [m for m, topics in result.items() if p in topics.get("t", [])]
         assert len(owners) == 2 and {members[m].rack for m in owners} == {"a", "b"}
+
+
+# -- Java: generations and conflicting claims (KIP-792) --------------------------------------------
+
+
+def claims(owned: dict[str, tuple[int, list[int]]], partitions: int = 3) -> GroupSpec:
+    """members -> (generation, owned partitions of topic t)."""
+    members = {
+        m: MemberSpec(m, frozenset({"t"}), {"t": tuple(ps)} if ps else {}, generation)
+        for m, (generation, ps) in owned.items()
+    }
+    return GroupSpec(members, {"t": partitions})
+
+
+@pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
+@pytest.mark.parametrize("stale", [1, -1], ids=["stale-generation", "no-generation"])
+def test_owned_partitions_are_invalidated_for_consumer_with_stale_generation(
+    name: str, stale: int
+) -> None:
+    spec = claims({"c1": (2, [0, 1]), "c2": (stale, [0, 1, 2])})
+    result = assignors.get(name).assign(spec)
+    assert result == {"c1": {"t": [0, 1]}, "c2": {"t": [2]}}
+
+
+@pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
+def test_ensure_partitions_assigned_to_highest_generation(name: str) -> None:
+    spec = claims({"c1": (3, [0, 1]), "c2": (2, [0, 1, 2, 3]), "c3": (1, [2, 3, 4, 5])}, 6)
+    result = assignors.get(name).assign(spec)
+    assert result["c1"] == {"t": [0, 1]}
+    assert set(result["c2"]["t"]) <= {2, 3} and len(result["c2"]["t"]) == 2
+    assert set(result["c3"]["t"]) <= {4, 5} and len(result["c3"]["t"]) == 2
+
+
+@pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
+def test_no_reassignment_on_current_members(name: str) -> None:
+    """Current members keep everything; a newcomer with stale claims takes nothing away
+    beyond what balance requires."""
+    spec = claims({"c1": (5, [0, 1]), "c2": (5, [2, 3]), "c3": (5, [4, 5]), "new": (-1, [0, 2])}, 6)
+    result = assignors.get(name).assign(spec)
+    for m, kept in (("c1", {0, 1}), ("c2", {2, 3}), ("c3", {4, 5})):
+        assert set(result[m].get("t", [])) <= kept
+    moved = sum(
+        len(kept - set(result[m].get("t", [])))
+        for m, kept in (("c1", {0, 1}), ("c2", {2, 3}), ("c3", {4, 5}))
+    )
+    assert moved == 1  # 6 partitions over 4 members: exactly one changes hands
+
+
+@pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
+def test_assignment_updated_for_deleted_topic(name: str) -> None:
+    owned = {"c": {"t": (0,), "gone": (0, 1)}}
+    members = {"c": MemberSpec("c", frozenset({"t", "gone"}), owned["c"], 1)}
+    result = assignors.get(name).assign(GroupSpec(members, {"t": 2}))
+    assert result == {"c": {"t": [0, 1]}}
+    only_gone = {"c": MemberSpec("c", frozenset({"gone"}), {"gone": (0,)}, 1)}
+    assert assignors.get(name).assign(GroupSpec(only_gone, {})) == {"c": {}}
+
+
+@pytest.mark.parametrize("name", ["range", "roundrobin"])
+def test_static_member_assignment_persistent_after_member_id_changes(name: str) -> None:
+    def spec(ids: dict[str, str]) -> GroupSpec:
+        members = {
+            member_id: MemberSpec(member_id, frozenset({"t1", "t2"}), instance_id=instance)
+            for instance, member_id in ids.items()
+        }
+        return GroupSpec(members, {"t1": 5, "t2": 5})
+
+    before = assignors.get(name).assign(spec({"i1": "m-z", "i2": "m-a", "i3": "m-k"}))
+    after = assignors.get(name).assign(spec({"i1": "new-b", "i2": "new-y", "i3": "new-c"}))
+    assert before["m-z"] == after["new-b"]
+    assert before["m-a"] == after["new-y"]
+    assert before["m-k"] == after["new-c"]
+
+
+def test_member_info_sorting_static_first_by_instance_id_then_dynamic() -> None:
+    from kgroups.client.assignors.spec import member_order_key
+
+    members = [
+        MemberSpec("a", frozenset()),
+        MemberSpec("z", frozenset(), instance_id="i2"),
+        MemberSpec("b", frozenset(), instance_id="i1"),
+        MemberSpec("c", frozenset()),
+    ]
+    assert [m.member_id for m in sorted(members, key=member_order_key)] == ["b", "z", "a", "c"]
