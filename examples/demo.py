@@ -1,8 +1,9 @@
-"""`make demo`: a coordinator, a topic, three Kafka consumers, one killed, the rebalance.
+"""`make demo`: a coordinator, a topic, three Kafka consumers, one killed, the rebalance,
+then a kgroups sidecar joining the same group for an app that speaks only HTTP.
 
-Everything runs on 127.0.0.1 and is stopped at the end (also on Ctrl-C). The members are
-unmodified kafka-python consumers: kgroups speaks the Kafka protocol, so any Kafka client
-can be a member.
+Everything runs on 127.0.0.1 and is stopped at the end (also on Ctrl-C). The first members
+are unmodified kafka-python consumers: kgroups speaks the Kafka protocol, so any Kafka
+client can be a member. The sidecar is kgroups' own member library in its own process.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,34 @@ class Member:
         return None
 
 
-def wait_cover(members: list[Member], timeout: float) -> int:
+class Sidecar:
+    """`kgroups sidecar`: its app would read GET /assignment; the demo does the same."""
+
+    def __init__(self, bootstrap: str, work: Path) -> None:
+        self.name = "sidecar"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kgroups", "sidecar", "--bootstrap", bootstrap,
+             "--group", GROUP, "--topics", TOPIC, "--http", "127.0.0.1:0",
+             "--assignment-file", str(work / "assignment.json"),
+             "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", "1000"],
+            stdout=subprocess.PIPE, stderr=(work / "sidecar.log").open("w"), text=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        self.address = json.loads(self.proc.stdout.readline())["http"]
+
+    def get(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://{self.address}/assignment", timeout=5) as r:
+            state: dict[str, Any] = json.loads(r.read())
+        return state
+
+    def owned(self) -> tuple[int, list[int]] | None:
+        state = self.get()
+        if state["state"] != "stable" or state["revoking"]:
+            return None
+        return state["generation"], state["assignment"].get(TOPIC, [])
+
+
+def wait_cover(members: list[Any], timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         reports = [m.owned() for m in members]
@@ -83,7 +112,7 @@ def main() -> None:
          "--initial-rebalance-delay-ms", "1500", "--min-session-timeout-ms", "1000"],
         stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
     )  # fmt: skip
-    members: list[Member] = []
+    members: list[Member | Sidecar] = []
     try:
         while not port_file.exists():
             if coordinator.poll() is not None:
@@ -105,6 +134,7 @@ def main() -> None:
         say(f"generation {generation}: every partition owned by exactly one member")
 
         victim = members.pop(1)
+        assert isinstance(victim, Member)
         say(f"kill -9 {victim.name}: no LeaveGroup, the coordinator must notice on its own")
         victim.proc.kill()
         killed_at = time.monotonic()
@@ -114,6 +144,13 @@ def main() -> None:
             f"generation {new_generation} after {elapsed:.1f} s (session timeout "
             f"{SESSION_MS / 1000:.0f} s): the survivors own all {PARTITIONS} partitions"
         )
+
+        say("an app in any language joins through `kgroups sidecar` (file + local HTTP)")
+        sidecar = Sidecar(bootstrap, work)
+        members.append(sidecar)
+        generation = wait_cover(members, 60)
+        print(f"   GET http://{sidecar.address}/assignment -> {json.dumps(sidecar.get())}")
+        say(f"generation {generation}: kafka-python consumers and the sidecar share the topic")
 
         say("DescribeGroups, through kafka-python's KafkaAdminClient")
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
