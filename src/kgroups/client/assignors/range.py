@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from kgroups.client.assignors.spec import (
     GroupAssignment,
     GroupSpec,
+    MemberSpec,
     RebalanceProtocol,
     empty_assignment,
     sorted_members,
+    subscribers_by_topic,
+    without_gc_pauses,
 )
 
 
@@ -80,15 +83,21 @@ class RangeAssignor:
     name = "range"
     rebalance_protocols: tuple[RebalanceProtocol, ...] = ("eager",)
 
+    @without_gc_pauses
     def assign(self, group: GroupSpec) -> GroupAssignment:
         result = empty_assignment(group)
         members = sorted_members(group)
+        topics = [t for t in sorted(group.partitions) if group.partitions[t] > 0]
+        subscribers = subscribers_by_topic(members, topics)
+        if not any(m.rack for m in members) or not group.partition_racks:
+            self._plain(group, members, topics, subscribers, result)
+            return result
         racks = {m.member_id: m.rack or None for m in members}
         states: list[_TopicState] = []
-        for topic in sorted(group.partitions):
+        for topic in topics:
             count = group.partitions[topic]
-            consumers = [m.member_id for m in members if topic in m.topics]
-            if count <= 0 or not consumers:
+            consumers = [members[i].member_id for i in subscribers[topic]]
+            if not consumers:
                 continue
             topic_racks = {c: racks[c] for c in consumers}
             consumer_racks = {r for r in topic_racks.values() if r}
@@ -101,23 +110,49 @@ class RangeAssignor:
             states.append(state)
 
         if not any(s.needs_rack_aware for s in states):
-            # The common case: plain contiguous ranges, computed directly.
-            for s in states:
-                start = 0
-                for i, consumer in enumerate(s.consumers):
-                    size = s.quota + (1 if i < s.extra else 0)
-                    if size:
-                        result[consumer][s.topic] = list(range(start, start + size))
-                    start += size
+            self._plain(group, members, topics, subscribers, result)
             return result
 
         collected: dict[str, dict[str, list[int]]] = {m: {} for m in group.members}
         self._assign_with_rack_matching(states, collected)
         for s in states:
             self._assign_ranges(s, lambda c, p: True, collected)
-        for member, topics in collected.items():
-            result[member] = {t: sorted(ps) for t, ps in sorted(topics.items()) if ps}
+        for member, by_topic in collected.items():
+            result[member] = {t: sorted(ps) for t, ps in sorted(by_topic.items()) if ps}
         return result
+
+    @staticmethod
+    def _plain(
+        group: GroupSpec,
+        members: list[MemberSpec],
+        topics: list[str],
+        subscribers: dict[str, list[int]],
+        result: GroupAssignment,
+    ) -> None:
+        """Contiguous ranges, computed once for all topics with the same subscribers and
+        partition count (with equal subscriptions: once for the whole group)."""
+        alike: dict[tuple[int, int], list[str]] = {}
+        for topic in topics:
+            if subscribers[topic]:
+                key = (id(subscribers[topic]), group.partitions[topic])
+                alike.setdefault(key, []).append(topic)
+        for same in alike.values():
+            consumers = subscribers[same[0]]
+            quota, extra = divmod(group.partitions[same[0]], len(consumers))
+            start = 0
+            for i, index in enumerate(consumers):
+                size = quota + (1 if i < extra else 0)
+                if size:
+                    target = result[members[index].member_id]
+                    if size == 1:
+                        target.update({t: [start] for t in same})
+                    else:
+                        span = range(start, start + size)
+                        target.update({t: list(span) for t in same})
+                start += size
+        if len(alike) > 1:  # keep topics in name order in every member's dict
+            for member_id, by_topic in result.items():
+                result[member_id] = dict(sorted(by_topic.items()))
 
     @staticmethod
     def _assign(

@@ -24,6 +24,7 @@ from kgroups.client.assignors.spec import (
     RebalanceProtocol,
     TopicIndex,
     empty_assignment,
+    without_gc_pauses,
 )
 
 
@@ -31,6 +32,7 @@ class RedundantAssignor:
     name = "redundant"
     rebalance_protocols: tuple[RebalanceProtocol, ...] = ("eager",)
 
+    @without_gc_pauses
     def assign(self, group: GroupSpec) -> GroupAssignment:
         result = empty_assignment(group)
         members = sorted(group.members.values(), key=lambda m: m.member_id)

@@ -27,6 +27,8 @@ from kgroups.client.assignors.spec import (
     RebalanceProtocol,
     empty_assignment,
     sorted_members,
+    subscribers_by_topic,
+    without_gc_pauses,
 )
 
 
@@ -34,22 +36,28 @@ class RoundRobinAssignor:
     name = "roundrobin"
     rebalance_protocols: tuple[RebalanceProtocol, ...] = ("eager",)
 
+    @without_gc_pauses
     def assign(self, group: GroupSpec) -> GroupAssignment:
         result = empty_assignment(group)
         members = sorted_members(group)
         if not members:
             raise AssignorError("roundrobin needs at least one member")
         topics = sorted({t for m in members for t in m.topics if group.partitions.get(t, 0) > 0})
+        subscribers_of = subscribers_by_topic(members, topics)
+        targets = [result[m.member_id] for m in members]
         count = len(members)
         cursor = 0
         for topic in topics:
-            subscribers = [i for i, m in enumerate(members) if topic in m.topics]
+            subscribers = subscribers_of[topic]
             n = group.partitions[topic]
             start = bisect_left(subscribers, cursor)
             k = len(subscribers)
-            for j in range(min(k, n)):
-                member = members[subscribers[(start + j) % k]]
-                result[member.member_id][topic] = list(range(j, n, k))
-            last = subscribers[(start + n - 1) % k]
-            cursor = (last + 1) % count
+            rotated = subscribers[start:] + subscribers[:start]
+            if n == k:
+                for j, index in enumerate(rotated):
+                    targets[index][topic] = [j]
+            else:
+                for j, index in enumerate(rotated[:n]):
+                    targets[index][topic] = list(range(j, n, k))
+            cursor = (rotated[(n - 1) % k] + 1) % count
         return result

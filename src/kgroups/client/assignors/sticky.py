@@ -26,9 +26,11 @@ from kgroups.client.assignors.spec import (
     RebalanceProtocol,
     TopicIndex,
     empty_assignment,
+    without_gc_pauses,
 )
 
 
+@without_gc_pauses
 def sticky_assignment(group: GroupSpec, *, cooperative: bool) -> GroupAssignment:
     result = empty_assignment(group)
     if not group.members:
