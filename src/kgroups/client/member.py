@@ -477,7 +477,9 @@ class GroupMember:
         topics = sorted({t for spec in specs.values() for t in spec.topics})
         counts, racks = await self._link.partitions(topics)
         group = GroupSpec(specs, counts, racks, self.replicas)
-        result = assignor.assign(group)
+        # In a thread: a million-partition assignment takes seconds, and heartbeats (this
+        # member's and, in the sidecar, HTTP) must keep going meanwhile.
+        result = await asyncio.to_thread(assignor.assign, group)
         log.info(
             "%s: leader of generation %d assigned %d partitions to %d members with %s",
             self.group_id,
