@@ -237,3 +237,24 @@ def no_overlap_per_generation(members: Iterable[Member]) -> None:
                     f"partition {p} assigned to {other} and {m.name} "
                     f"in generation {event['generation']}"
                 )
+
+
+def create_topic(coordinator: Coordinator, name: str, partitions: int) -> set[tuple[str, int]]:
+    """Create `name` on the coordinator; returns its (topic, partition) pairs."""
+    import asyncio
+
+    from kgroups import admin
+
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, name, partitions))
+    return {(name, p) for p in range(partitions)}
+
+
+def wait_converged(members: list[Member], partitions: set[tuple[str, int]], timeout: float) -> int:
+    """Wait until `members` cover `partitions` exactly once in one generation; return it."""
+    generation: int = wait_until(
+        lambda: converged(members, partitions),
+        timeout,
+        f"{[m.name for m in members]} to cover {len(partitions)} partitions in one generation "
+        f"(last reports: {[m.assignment for m in members]})",
+    )
+    return generation

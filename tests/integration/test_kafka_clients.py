@@ -6,35 +6,18 @@ every generation, the partitions they were handed cover the topic exactly once.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from kgroups import admin
 from tests.integration.harness import (
     Coordinator,
     Member,
     converged,
+    create_topic,
     no_overlap_per_generation,
-    wait_until,
+    wait_converged,
 )
 
 SESSION_MS = 4000
-
-
-def create_topic(coordinator: Coordinator, name: str, partitions: int) -> set[tuple[str, int]]:
-    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, name, partitions))
-    return {(name, p) for p in range(partitions)}
-
-
-def wait_converged(members: list[Member], partitions: set[tuple[str, int]], timeout: float) -> int:
-    generation: int = wait_until(
-        lambda: converged(members, partitions),
-        timeout,
-        f"{[m.name for m in members]} to cover {len(partitions)} partitions in one generation "
-        f"(last reports: {[m.assignment for m in members]})",
-    )
-    return generation
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin"])
