@@ -18,11 +18,12 @@ from typing import Any
 
 from kgroups.coordinator.core import CoordinatorConfig, Effects, GroupCoordinator, Node
 from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import RequestBody, ResponseBody
 from kgroups.coordinator.core.model import Group
-from kgroups.coordinator.core.records import GroupRecord, Record, TopicRecord
+from kgroups.coordinator.core.records import GroupConfigRecord, GroupRecord, Record, TopicRecord
 from kgroups.protocol.errors import ErrorCode
 
 START_MS = 1_700_000_000_000
@@ -50,6 +51,8 @@ def record_key(record: Record) -> tuple[Any, ...]:
         return ("topic", record.name)
     if isinstance(record, GroupRecord):
         return ("group", record.group_id)
+    if isinstance(record, GroupConfigRecord):
+        return ("group-config", record.group_id)
     return ("offset", record.group_id, record.topic, record.partition)
 
 
@@ -68,7 +71,7 @@ class CompactedStore:
                 self.rows[key] = r
 
     def replay_order(self) -> list[Record]:
-        order = {"topic": 0, "group": 1, "offset": 2}
+        order = {"topic": 0, "group-config": 1, "group": 2, "offset": 3}
         return sorted(self.rows.values(), key=lambda r: order[record_key(r)[0]])
 
 
@@ -255,6 +258,22 @@ class CoreContext:
         req = mc.CreateTopicsRequest((mc.NewTopic(name, partitions),))
         response: mc.CreateTopicsResponse = self.reply(self.send(req, version=7))
         return response.topics[0]
+
+    def alter_group_config(
+        self, group_id: str, changes: dict[str, str | None], *, validate_only: bool = False
+    ) -> mk.ResourceOutcome:
+        ops = tuple(
+            mk.ConfigChange(name, 1 if value is None else 0, value)
+            for name, value in changes.items()
+        )
+        req = mk.AlterConfigsRequest((mk.AlterConfigsResource(32, group_id, ops),), validate_only)
+        response: mk.AlterConfigsResponse = self.reply(self.send(req, version=1))
+        return response.results[0]
+
+    def group_config(self, group_id: str) -> dict[str, tuple[str, int]]:
+        req = mk.DescribeConfigsRequest((mk.DescribeConfigsResource(32, group_id, None),))
+        response: mk.DescribeConfigsResponse = self.reply(self.send(req, version=4))
+        return {e.name: (e.value, e.source) for e in response.results[0].entries}
 
     def describe(self, group_id: str = "g", *, version: int = 5) -> mg.DescribedGroup:
         response: mg.DescribeGroupsResponse = self.reply(

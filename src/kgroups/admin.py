@@ -1,24 +1,39 @@
 """Admin operations against a coordinator (or any Kafka broker) over the Kafka protocol.
 
-Topics are managed with the standard admin APIs, so the coordinator stays a plain Kafka
-endpoint: the CLI, the operator and any Kafka admin client do the same thing.
+Topics and groups are managed with the standard admin APIs, so the coordinator stays a
+plain Kafka endpoint: the CLI, the operator and any Kafka admin client do the same thing.
+`Admin` keeps one connection open and reopens it after a failure, which is what a
+long-running caller (the operator polls every group each second) needs; the module-level
+functions are one-shot conveniences for the CLI.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.delete_groups.v2 import request as dg
 from kio.schema.delete_topics.v6 import request as dt
+from kio.schema.describe_configs.v4 import request as dc
+from kio.schema.describe_groups.v5 import request as dgr
+from kio.schema.incremental_alter_configs.v1 import request as iac
 from kio.schema.metadata.v12 import request as md
+from kio.schema.offset_fetch.v8 import request as of
 
 from kgroups.protocol.build import build
 from kgroups.protocol.client import KafkaConnection
+from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
 
 TIMEOUT_MS = 30_000
+GROUP_RESOURCE = 32
+"""ConfigResource.Type.GROUP (KIP-848): per-group configs through (Incremental)AlterConfigs."""
+SET, DELETE = 0, 1
+"""IncrementalAlterConfigs operations."""
 
 
 class AdminError(RuntimeError):
@@ -29,58 +44,234 @@ class AdminError(RuntimeError):
         self.code = code
 
 
-@asynccontextmanager
-async def _connect(host: str, port: int) -> AsyncIterator[KafkaConnection]:
-    conn = await KafkaConnection.open(host, port, client_id="kgroups-admin")
-    try:
-        yield conn
-    finally:
-        await conn.close()
+class CoordinatorUnreachable(ConnectionError):
+    """The coordinator could not be reached (or the connection broke mid-request)."""
 
 
-def _check(code: ErrorCode, message: str | None) -> None:
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A group as DescribeGroups shows it (generation and leader: kgroups' tagged fields)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberView, ...] = field(default_factory=tuple)
+    generation: int = -1
+    leader: str = ""
+
+    @property
+    def exists(self) -> bool:
+        return self.state != "Dead"
+
+
+def _check(code: ErrorCode, message: str | None = None) -> None:
     if code is not ErrorCode.none:
         raise AdminError(code, message)
 
 
+def _assignment(protocol_type: str, data: bytes) -> dict[str, tuple[int, ...]]:
+    if protocol_type != "consumer" or not data:
+        return {}
+    try:
+        return dict(decode_assignment(data).partitions)
+    except ConsumerProtocolError:
+        return {}
+
+
+class Admin:
+    """A reconnecting admin client for one coordinator address."""
+
+    def __init__(self, host: str, port: int, *, client_id: str = "kgroups-admin") -> None:
+        self.host, self.port, self._client_id = host, port, client_id
+        self._conn: KafkaConnection | None = None
+        self._lock = asyncio.Lock()
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def request(self, body: Any, timeout: float = 35.0) -> Any:
+        """Send one request; any connection failure becomes CoordinatorUnreachable."""
+        try:
+            async with self._lock:
+                if self._conn is None:
+                    self._conn = await asyncio.wait_for(
+                        KafkaConnection.open(self.host, self.port, client_id=self._client_id),
+                        timeout=5.0,
+                    )
+                conn = self._conn
+            return await asyncio.wait_for(conn.request(body), timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            await self.close()
+            raise CoordinatorUnreachable(
+                f"coordinator {self.host}:{self.port} unreachable: {exc or type(exc).__name__}"
+            ) from exc
+
+    # --- topics ---------------------------------------------------------------------------
+
+    async def create_topic(self, name: str, partitions: int) -> None:
+        req = build(
+            ct.CreateTopicsRequest,
+            {
+                "topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1}],
+                "timeout": TIMEOUT_MS,
+            },
+        )
+        result = (await self.request(req)).topics[0]
+        _check(result.error_code, result.error_message)
+
+    async def create_partitions(self, name: str, partitions: int) -> None:
+        req = build(
+            cp.CreatePartitionsRequest,
+            {
+                "topics": [{"name": name, "count": partitions, "assignments": None}],
+                "timeout": TIMEOUT_MS,
+            },
+        )
+        result = (await self.request(req)).results[0]
+        _check(result.error_code, result.error_message)
+
+    async def delete_topic(self, name: str) -> None:
+        req = build(dt.DeleteTopicsRequest, {"topics": [{"name": name}], "timeout": TIMEOUT_MS})
+        result = (await self.request(req)).responses[0]
+        _check(result.error_code, result.error_message)
+
+    async def topics(self, names: list[str] | None = None) -> dict[str, int]:
+        """Partition counts of the named topics that exist (all topics for None)."""
+        topics = None if names is None else [{"name": n} for n in names]
+        req = build(md.MetadataRequest, {"topics": topics, "allow_auto_topic_creation": False})
+        response = await self.request(req)
+        return {
+            t.name or "": len(t.partitions)
+            for t in response.topics
+            if t.error_code is ErrorCode.none
+        }
+
+    # --- groups -----------------------------------------------------------------------------
+
+    async def describe_group(self, group_id: str) -> GroupView:
+        req = build(dgr.DescribeGroupsRequest, {"groups": [group_id]})
+        g = (await self.request(req)).groups[0]
+        if g.error_code is ErrorCode.group_id_not_found:
+            return GroupView(group_id, "Dead", "", "")
+        _check(g.error_code)
+        members = tuple(
+            MemberView(
+                member_id=m.member_id,
+                instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                host=m.client_host,
+                assignment=_assignment(g.protocol_type, m.member_assignment),
+            )
+            for m in g.members
+        )
+        return GroupView(
+            g.group_id,
+            g.group_state,
+            g.protocol_type,
+            g.protocol_data,
+            members,
+            int(getattr(g, "generation_id", -1)),
+            getattr(g, "leader_id", ""),
+        )
+
+    async def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of the group (OffsetFetch for all topics)."""
+        req = build(of.OffsetFetchRequest, {"groups": [{"group_id": group_id, "topics": None}]})
+        group = (await self.request(req)).groups[0]
+        _check(group.error_code)
+        return {
+            (t.name, p.partition_index): p.committed_offset
+            for t in group.topics
+            for p in t.partitions
+            if p.error_code is ErrorCode.none and p.committed_offset >= 0
+        }
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups; returns the group's error code (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND...)."""
+        req = build(dg.DeleteGroupsRequest, {"groups_names": [group_id]})
+        code: ErrorCode = (await self.request(req)).results[0].error_code
+        return code
+
+    async def alter_group_configs(self, group_id: str, configs: Mapping[str, int | None]) -> None:
+        """Set (or, for None, remove) per-group overrides of coordinator settings."""
+        req = build(
+            iac.IncrementalAlterConfigsRequest,
+            {
+                "resources": [
+                    {
+                        "resource_type": GROUP_RESOURCE,
+                        "resource_name": group_id,
+                        "configs": [
+                            {
+                                "name": name,
+                                "config_operation": DELETE if value is None else SET,
+                                "value": None if value is None else str(value),
+                            }
+                            for name, value in sorted(configs.items())
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        result = (await self.request(req)).responses[0]
+        _check(result.error_code, result.error_message)
+
+    async def group_configs(self, group_id: str) -> dict[str, str]:
+        """The group's effective settings (overrides and coordinator defaults)."""
+        req = build(
+            dc.DescribeConfigsRequest,
+            {
+                "resources": [
+                    {
+                        "resource_type": GROUP_RESOURCE,
+                        "resource_name": group_id,
+                        "configuration_keys": None,
+                    }
+                ]
+            },
+        )
+        result = (await self.request(req)).results[0]
+        _check(result.error_code, result.error_message)
+        return {c.name: c.value or "" for c in result.configs}
+
+
+# --- one-shot helpers for the CLI ----------------------------------------------------------
+
+
 async def create_topic(host: str, port: int, name: str, partitions: int) -> None:
-    req = build(
-        ct.CreateTopicsRequest,
-        {
-            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1}],
-            "timeout": TIMEOUT_MS,
-        },
-    )
-    async with _connect(host, port) as conn:
-        response = await conn.request(req)
-    result = response.topics[0]
-    _check(result.error_code, result.error_message)
+    async with Admin(host, port) as admin:
+        await admin.create_topic(name, partitions)
 
 
 async def create_partitions(host: str, port: int, name: str, partitions: int) -> None:
-    req = build(
-        cp.CreatePartitionsRequest,
-        {
-            "topics": [{"name": name, "count": partitions, "assignments": None}],
-            "timeout": TIMEOUT_MS,
-        },
-    )
-    async with _connect(host, port) as conn:
-        response = await conn.request(req)
-    result = response.results[0]
-    _check(result.error_code, result.error_message)
+    async with Admin(host, port) as admin:
+        await admin.create_partitions(name, partitions)
 
 
 async def delete_topic(host: str, port: int, name: str) -> None:
-    req = build(dt.DeleteTopicsRequest, {"topics": [{"name": name}], "timeout": TIMEOUT_MS})
-    async with _connect(host, port) as conn:
-        response = await conn.request(req)
-    result = response.responses[0]
-    _check(result.error_code, result.error_message)
+    async with Admin(host, port) as admin:
+        await admin.delete_topic(name)
 
 
 async def list_topics(host: str, port: int) -> list[tuple[str, int]]:
-    req = build(md.MetadataRequest, {"topics": None})
-    async with _connect(host, port) as conn:
-        response = await conn.request(req)
-    return sorted((t.name or "", len(t.partitions)) for t in response.topics)
+    async with Admin(host, port) as admin:
+        return sorted((await admin.topics()).items())

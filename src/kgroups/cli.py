@@ -305,5 +305,34 @@ def sidecar(
     raise typer.Exit(code)
 
 
+@app.command()
+def operator(
+    coordinator: Annotated[
+        str, typer.Option(help="The kgroups coordinator's Kafka address, HOST:PORT.")
+    ] = "127.0.0.1:9092",
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(help="Namespace to watch (repeatable; default: default)."),
+    ] = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="Watch every namespace.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="Python logging level.")] = "INFO",
+) -> None:
+    """Run the operator: Topics and ConsumerGroups (kgroups.io/v1alpha1) reconciled against
+    the coordinator, live group state mirrored into their status. Credentials come from the
+    pod's service account or from KUBECONFIG."""
+    from kgroups.operator.run import run
+
+    if namespace and all_namespaces:
+        raise typer.BadParameter("use --namespace or --all-namespaces, not both")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    address = parse_address(coordinator)
+    namespaces = namespace or ([] if all_namespaces else ["default"])
+    asyncio.run(run(address, namespaces=namespaces, clusterwide=all_namespaces))
+
+
 def main() -> None:
     app()

@@ -111,13 +111,16 @@ class Member:
 
     def __init__(self, client: str, bootstrap: str, group: str, topics: Iterable[str], *,
                  client_id: str, strategy: str = "range", instance_id: str | None = None,
-                 session_timeout_ms: int = 4000) -> None:  # fmt: skip
+                 session_timeout_ms: int = 4000,
+                 metadata_max_age_ms: int | None = None) -> None:  # fmt: skip
         self.name = client_id
         args = [
             "--bootstrap", bootstrap, "--group", group, "--topics", ",".join(topics),
             "--client-id", client_id, "--strategy", strategy,
             "--session-timeout-ms", str(session_timeout_ms),
         ]  # fmt: skip
+        if metadata_max_age_ms is not None:
+            args += ["--metadata-max-age-ms", str(metadata_max_age_ms)]
         if instance_id is not None:
             args += ["--instance-id", instance_id]
         if client == "java":

@@ -72,6 +72,7 @@ def run_kafka_python(args: argparse.Namespace) -> None:
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         max_poll_interval_ms=args.max_poll_interval_ms,
+        metadata_max_age_ms=args.metadata_max_age_ms,
         enable_auto_commit=False,
         partition_assignment_strategy=[strategies[args.strategy]],
     )
@@ -216,6 +217,7 @@ async def run_kgroups(args: argparse.Namespace) -> None:
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         rebalance_timeout_ms=args.max_poll_interval_ms,
+        metadata_max_age_ms=args.metadata_max_age_ms,
         listener=Listener(),
     )
     await member.start()
@@ -249,6 +251,7 @@ def main() -> None:
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--max-poll-interval-ms", type=int, default=30000)
+    parser.add_argument("--metadata-max-age-ms", type=int, default=300000)
     args = parser.parse_args()
     emit(event="started", at=time.time())
     if args.client == "kafka-python":

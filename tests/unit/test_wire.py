@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.wire import DECODERS, api_versions_frame, decode, encode
@@ -76,6 +77,12 @@ RESPONSES: dict[int, Any] = {
     ApiKey.LIST_OFFSETS: mc.ListOffsetsResponse((("t", (mc.ListedOffset(0, E.none, -1, 0, 0),)),)),
     ApiKey.FETCH: mc.FetchResponse(
         ((mc.TopicRef("t", TID), (mc.FetchedPartitionData(0, E.none, 5, 5, 0),)),)
+    ),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: mk.AlterConfigsResponse(
+        (mk.ResourceOutcome(32, "g", E.invalid_config, "bad"),)
+    ),
+    ApiKey.DESCRIBE_CONFIGS: mk.DescribeConfigsResponse(
+        (mk.DescribedResource(32, "g", entries=(mk.ConfigEntry("group.max.size", "5", 8),)),)
     ),
 }
 
@@ -181,6 +188,14 @@ FULL_REQUESTS: dict[int, dict[str, Any]] = {
         "max_wait": 500, "min_bytes": 1, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": "t", "topic_id": TID, "partitions": [{"partition": 1, "fetch_offset": 10}]}],
     },
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: {
+        "resources": [{"resource_type": 32, "resource_name": "g", "configs": [
+            {"name": "group.max.size", "config_operation": 0, "value": "5"}]}],
+        "validate_only": True,
+    },
+    ApiKey.DESCRIBE_CONFIGS: {
+        "resources": [{"resource_type": 32, "resource_name": "g", "configuration_keys": ["group.max.size"]}],
+    },
 }  # fmt: skip
 
 
@@ -238,6 +253,15 @@ def test_every_request_version_decodes_through_a_real_frame(key: int, version: i
         assert isinstance(core, mc.FetchRequest)
         assert core.max_wait_ms == 500
         assert core.topics[0].partitions[0].fetch_offset == 10
+    elif key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        assert isinstance(core, mk.AlterConfigsRequest)
+        assert core.validate_only
+        assert core.resources == (
+            mk.AlterConfigsResource(32, "g", (mk.ConfigChange("group.max.size", 0, "5"),)),
+        )
+    elif key == ApiKey.DESCRIBE_CONFIGS:
+        assert isinstance(core, mk.DescribeConfigsRequest)
+        assert core.resources == (mk.DescribeConfigsResource(32, "g", ("group.max.size",)),)
     elif key == ApiKey.LIST_GROUPS:
         assert isinstance(core, mg.ListGroupsRequest)
         assert core.states_filter == (("stable",) if "states_filter" in has else ())

@@ -129,6 +129,7 @@ class GroupMember:
         heartbeat_interval_ms: int = 3_000,
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = 300_000,
         replicas: int = 1,
         client_id: str = "kgroups",
         listener: RebalanceListener | None = None,
@@ -149,6 +150,10 @@ class GroupMember:
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.backoff = retry_backoff_ms / 1000
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self._assigned_counts: dict[str, int] | None = None
+        """The leader's partition counts behind the current assignment (Java's
+        assignmentSnapshot): when the topics' counts move, the leader rejoins."""
         self.replicas = replicas
         self.listener = listener
         self._link = CoordinatorLink(
@@ -476,6 +481,7 @@ class GroupMember:
         }
         topics = sorted({t for spec in specs.values() for t in spec.topics})
         counts, racks = await self._link.partitions(topics)
+        self._assigned_counts = dict(counts)
         group = GroupSpec(specs, counts, racks, self.replicas)
         # In a thread: a million-partition assignment takes seconds, and heartbeats (this
         # member's and, in the sidecar, HTTP) must keep going meanwhile.
@@ -530,9 +536,14 @@ class GroupMember:
         lost_after = max(
             self.session_timeout_ms / 1000 - self.heartbeat_interval, self.session_timeout_ms / 2000
         )
+        next_metadata = loop.time() + self.metadata_max_age
         while self.state == "stable" and not self._rejoin_needed.is_set():
             await asyncio.sleep(self.heartbeat_interval)
             sent = loop.time()
+            if self.leader and sent >= next_metadata:
+                next_metadata = sent + self.metadata_max_age
+                if await self._partitions_changed():
+                    return
             body = build(
                 hb.HeartbeatRequest,
                 {
@@ -585,6 +596,21 @@ class GroupMember:
                 await self._link.reset()
             else:
                 log.warning("%s: heartbeat answered %s", self.group_id, code.name)
+
+    async def _partitions_changed(self) -> bool:
+        """Leader only: rejoin when a subscribed topic's partition count moved since the
+        assignment (Java's metadata snapshot check), so new partitions get an owner."""
+        snapshot = self._assigned_counts
+        if snapshot is None:
+            return False
+        try:
+            counts, _ = await self._link.partitions(sorted(snapshot))
+        except CoordinatorUnavailable:
+            return False
+        if dict(counts) == snapshot:
+            return False
+        self.request_rejoin(f"partition counts changed: {snapshot} -> {dict(counts)}")
+        return True
 
     async def _lose_now(self) -> None:
         if self._owned:

@@ -5,7 +5,7 @@ The store is a compacted log, like `__consumer_offsets` after compaction: one ro
 row. `append` writes one batch of records in one transaction and returns only once SQLite
 has it durable (`synchronous=FULL` by default); the server calls it from a single writer
 thread, in order, before it releases the replies that depend on those records. `load`
-yields every row back as a record, topics first, then groups, then offsets, which is the
+yields every row back as a record, topics first, then group settings, groups, offsets, which is the
 order replay needs.
 
 Group values are JSON (bytes as base64): readable with the `sqlite3` shell, and versioned
@@ -26,6 +26,7 @@ from typing import Any
 
 from kgroups.coordinator.core.msg_group import Protocol
 from kgroups.coordinator.core.records import (
+    GroupConfigRecord,
     GroupRecord,
     GroupValue,
     MemberValue,
@@ -47,6 +48,7 @@ CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, topic_id TEXT NOT NULL, partitions INTEGER NOT NULL,
     created_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS group_configs (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS offsets (
     group_id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
     committed_offset INTEGER NOT NULL, leader_epoch INTEGER NOT NULL, metadata TEXT NOT NULL,
@@ -183,6 +185,10 @@ class Store:
             "SELECT name, topic_id, partitions, created_ms FROM topics ORDER BY name"
         ):
             yield TopicRecord(name, TopicValue(uuid.UUID(topic_id), partitions, created))
+        for group_id, value in db.execute(
+            "SELECT group_id, value FROM group_configs ORDER BY group_id"
+        ):
+            yield GroupConfigRecord(group_id, tuple((k, int(v)) for k, v in json.loads(value)))
         for group_id, value in db.execute("SELECT group_id, value FROM groups ORDER BY group_id"):
             yield GroupRecord(group_id, decode_group(value))
         for row in db.execute(
@@ -230,6 +236,14 @@ class Store:
                         v.commit_timestamp_ms,
                         v.expire_timestamp_ms,
                     ),
+                )
+        elif isinstance(record, GroupConfigRecord):
+            if record.value is None:
+                db.execute("DELETE FROM group_configs WHERE group_id=?", (record.group_id,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO group_configs VALUES (?,?)",
+                    (record.group_id, json.dumps([list(kv) for kv in record.value])),
                 )
         elif isinstance(record, GroupRecord):
             if record.value is None:

@@ -34,7 +34,9 @@ class ApiKey:
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     CREATE_PARTITIONS = 37
+    DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 _NAMES = {
@@ -55,6 +57,8 @@ _NAMES = {
     ApiKey.DELETE_TOPICS: "delete_topics",
     ApiKey.CREATE_PARTITIONS: "create_partitions",
     ApiKey.DELETE_GROUPS: "delete_groups",
+    ApiKey.DESCRIBE_CONFIGS: "describe_configs",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
 }
 
 
@@ -91,6 +95,11 @@ def request_class(key: int, version: int) -> type:
 
 @cache
 def response_class(key: int, version: int) -> type:
+    from kgroups.protocol.extensions import RESPONSES
+
+    extended = RESPONSES.get((key, version))
+    if extended is not None:
+        return extended
     return _load(schema_name_map[_NAMES[key]][version][EntityType.response])
 
 

@@ -13,6 +13,7 @@ import io
 import itertools
 from typing import Any
 
+from kgroups.protocol.extensions import RESPONSES
 from kgroups.protocol.frames import SIZE, reader_for, writer_for
 
 
@@ -21,6 +22,9 @@ class ConnectionClosed(ConnectionError):
 
 
 def _response_class(request_cls: type) -> type:
+    key = (int(request_cls.__api_key__), int(request_cls.__version__))  # type: ignore[attr-defined]
+    if key in RESPONSES:
+        return RESPONSES[key]
     module = request_cls.__module__.rsplit(".", 1)[0] + ".response"
     name = request_cls.__name__.removesuffix("Request") + "Response"
     mod = __import__(module, fromlist=[name])

@@ -8,6 +8,7 @@ groups can be deleted, and deleting one removes its committed offsets too.
 from __future__ import annotations
 
 from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.group_configs import set_overrides
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_group import (
     DeleteGroupsRequest,
@@ -57,6 +58,8 @@ def describe_group(group: Group) -> DescribedGroup:
         protocol_type=group.protocol_type or "",
         protocol_data=(protocol or "") if stable else "",
         members=members,
+        generation_id=group.generation_id,
+        leader_id=group.leader_id,
     )
 
 
@@ -100,4 +103,5 @@ def _delete(core: Core, group_id: str) -> ErrorCode:
     group.transition_to(GroupState.DEAD, core.now_ms)
     del core.groups[group_id]
     core.out.persist(GroupRecord(group_id, None))
+    set_overrides(core, group_id, {})  # a group created again starts from the defaults
     return ErrorCode.none

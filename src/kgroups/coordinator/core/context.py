@@ -43,6 +43,8 @@ class Core:
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     """group id -> (topic, partition) -> committed offset."""
     topics: dict[str, TopicInfo] = field(default_factory=dict)
+    group_configs: dict[str, dict[str, int]] = field(default_factory=dict)
+    """group id -> Kafka config name -> override (see `group_configs.py`)."""
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     timers: KeyedTimers = field(default_factory=KeyedTimers)
     out: Outbox = field(default_factory=Outbox)

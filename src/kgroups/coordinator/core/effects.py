@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kgroups.coordinator.core import msg_cluster as c
+from kgroups.coordinator.core import msg_configs as k
 from kgroups.coordinator.core import msg_group as g
 from kgroups.coordinator.core import msg_offsets as o
 from kgroups.coordinator.core.records import Record
@@ -31,6 +32,8 @@ ResponseBody = (
     | c.DeleteTopicsResponse
     | c.ListOffsetsResponse
     | c.FetchResponse
+    | k.AlterConfigsResponse
+    | k.DescribeConfigsResponse
 )
 
 RequestBody = (
@@ -50,6 +53,8 @@ RequestBody = (
     | c.DeleteTopicsRequest
     | c.ListOffsetsRequest
     | c.FetchRequest
+    | k.AlterConfigsRequest
+    | k.DescribeConfigsRequest
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, heartbeat_key
+from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.msg_group import JoinGroupRequest, JoinGroupResponse, RequestContext
 from kgroups.coordinator.core.states import GroupState
@@ -26,7 +27,7 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
 
     if not req.group_id:
         return fail(ErrorCode.invalid_group_id)
-    cfg = core.config
+    cfg = group_config(core, req.group_id)
     if not (
         cfg.group_min_session_timeout_ms
         <= req.session_timeout_ms
@@ -63,7 +64,7 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
 
 
 def _accept_joining_member(core: Core, group: Group, member_id: str) -> bool:
-    max_size = core.config.group_max_size
+    max_size = group_config(core, group.group_id).group_max_size
     if group.state in (GroupState.EMPTY, GroupState.DEAD):
         return True
     member = group.members.get(member_id)

@@ -17,8 +17,18 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kgroups.coordinator.core import admin, cluster, heartbeat, join, leave, offsets, sync
+from kgroups.coordinator.core import (
+    admin,
+    cluster,
+    group_configs,
+    heartbeat,
+    join,
+    leave,
+    offsets,
+    sync,
+)
 from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core import replay as rp
@@ -49,6 +59,8 @@ _HANDLERS: Mapping[type, Handler] = {
     mc.DeleteTopicsRequest: cluster.handle_delete_topics,
     mc.ListOffsetsRequest: cluster.handle_list_offsets,
     mc.FetchRequest: cluster.handle_fetch,
+    mk.AlterConfigsRequest: group_configs.handle_alter,
+    mk.DescribeConfigsRequest: group_configs.handle_describe,
 }
 
 

@@ -148,6 +148,10 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
+    generation_id: int = -1
+    """Not in Kafka's DescribeGroups: sent in a tagged field (`protocol/extensions.py`)."""
+    leader_id: str | None = None
+    """Not in Kafka's DescribeGroups: sent in a tagged field."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import uuid
 
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, TopicInfo
+from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import CONSUMER_PROTOCOL_TYPE, Group
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.msg_offsets import (
@@ -234,7 +235,7 @@ def _cleanup_expired(core: Core, group: Group) -> bool:
         def base(v: OffsetValue) -> int:
             return v.commit_timestamp_ms
 
-    retention = core.config.offsets_retention_ms
+    retention = group_config(core, group.group_id).offsets_retention_ms
     subscribed = group.subscribed_topics
     uses_consumer = group.protocol_type == CONSUMER_PROTOCOL_TYPE
     all_expired = True

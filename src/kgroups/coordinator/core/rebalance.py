@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from kgroups.coordinator.core.context import Core, heartbeat_key, join_key, sync_key
+from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.msg_group import JoinGroupResponse, SyncGroupResponse
 from kgroups.coordinator.core.records import GroupRecord, GroupValue
@@ -128,7 +129,7 @@ def prepare_rebalance(core: Core, group: Group, reason: str) -> None:
     remove_sync_expiration(core, group)
     initial = group.state is GroupState.EMPTY
     if initial:
-        delay = core.config.group_initial_rebalance_delay_ms
+        delay = group_config(core, group.group_id).group_initial_rebalance_delay_ms
         remaining = max(group.rebalance_timeout_ms() - delay, 0)
         _schedule_initial_join(core, group.group_id, delay, remaining)
     if group.rebalance_started_ms is None:
@@ -155,7 +156,7 @@ def try_complete_initial_rebalance(
         return
     if group.new_member_added and remaining_ms != 0:
         group.new_member_added = False
-        new_delay = min(core.config.group_initial_rebalance_delay_ms, remaining_ms)
+        new_delay = min(group_config(core, group_id).group_initial_rebalance_delay_ms, remaining_ms)
         new_remaining = max(remaining_ms - delay_ms, 0)
         _schedule_initial_join(core, group_id, new_delay, new_remaining)
     else:

@@ -1,9 +1,9 @@
 """The records the coordinator persists, and nothing else: its durable state.
 
-Three kinds, each a key and a value where a None value is a tombstone (Kafka's
-`GroupMetadataKey/Value`, `OffsetCommitKey/Value`, plus the topics this one-node cluster
-owns). A store keeps the latest value per key; replaying those values into a fresh core
-rebuilds everything a client was ever told.
+Four kinds, each a key and a value where a None value is a tombstone (Kafka's
+`GroupMetadataKey/Value`, `OffsetCommitKey/Value`, the topics this one-node cluster owns,
+and per-group setting overrides). A store keeps the latest value per key; replaying those
+values into a fresh core rebuilds everything a client was ever told.
 
 A group record is a whole-group snapshot, written when a generation begins, when its
 assignment is set, when a static member is replaced and when the group empties. Unlike
@@ -81,4 +81,12 @@ class TopicRecord:
     value: TopicValue | None
 
 
-Record = GroupRecord | OffsetRecord | TopicRecord
+@dataclass(frozen=True, slots=True)
+class GroupConfigRecord:
+    """A group's overrides of coordinator settings, as (Kafka config name, value) pairs."""
+
+    group_id: str
+    value: tuple[tuple[str, int], ...] | None
+
+
+Record = GroupRecord | OffsetRecord | TopicRecord | GroupConfigRecord

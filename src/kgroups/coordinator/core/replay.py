@@ -11,13 +11,25 @@ from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, TopicInfo
+from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
-from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record, TopicRecord
+from kgroups.coordinator.core.records import (
+    GroupConfigRecord,
+    GroupRecord,
+    OffsetRecord,
+    Record,
+    TopicRecord,
+)
 from kgroups.coordinator.core.states import GroupState
 
 
 def replay(core: Core, record: Record) -> None:
-    if isinstance(record, TopicRecord):
+    if isinstance(record, GroupConfigRecord):
+        if record.value is None:
+            core.group_configs.pop(record.group_id, None)
+        else:
+            core.group_configs[record.group_id] = dict(record.value)
+    elif isinstance(record, TopicRecord):
         _replay_topic(core, record)
     elif isinstance(record, GroupRecord):
         _replay_group(core, record)
@@ -85,9 +97,6 @@ def resume(core: Core) -> None:
             rb.reschedule_heartbeat(core, group, member)
         if group.state is GroupState.COMPLETING_REBALANCE:
             rb.schedule_pending_sync(core, group)
-        if len(group.members) > core.config.group_max_size:
-            rb.prepare_rebalance(
-                core,
-                group,
-                f"freshly loaded group is over capacity {core.config.group_max_size}",
-            )
+        max_size = group_config(core, group.group_id).group_max_size
+        if len(group.members) > max_size:
+            rb.prepare_rebalance(core, group, f"freshly loaded group is over capacity {max_size}")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import RequestBody
@@ -204,6 +205,33 @@ def _fetch(body: Any, version: int) -> mc.FetchRequest:
     )
 
 
+def _alter_configs(body: Any, version: int) -> mk.AlterConfigsRequest:
+    return mk.AlterConfigsRequest(
+        tuple(
+            mk.AlterConfigsResource(
+                int(r.resource_type),
+                r.resource_name,
+                tuple(mk.ConfigChange(c.name, int(c.config_operation), c.value) for c in r.configs),
+            )
+            for r in body.resources
+        ),
+        bool(body.validate_only),
+    )
+
+
+def _describe_configs(body: Any, version: int) -> mk.DescribeConfigsRequest:
+    return mk.DescribeConfigsRequest(
+        tuple(
+            mk.DescribeConfigsResource(
+                int(r.resource_type),
+                r.resource_name,
+                None if r.configuration_keys is None else tuple(r.configuration_keys),
+            )
+            for r in body.resources
+        )
+    )
+
+
 DECODERS: dict[int, Callable[[Any, int], RequestBody]] = {
     ApiKey.JOIN_GROUP: _join,
     ApiKey.SYNC_GROUP: _sync,
@@ -221,6 +249,8 @@ DECODERS: dict[int, Callable[[Any, int], RequestBody]] = {
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.LIST_OFFSETS: _list_offsets,
     ApiKey.FETCH: _fetch,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs,
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs,
 }
 """Every API the core serves, by key (ApiVersions is answered by the server itself)."""
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import ResponseBody
@@ -148,6 +149,8 @@ def _describe(r: mg.DescribeGroupsResponse, version: int) -> dict[str, Any]:
                     for m in g.members
                 ],
                 "authorized_operations": NO_OPERATIONS,
+                "generation_id": g.generation_id,
+                "leader_id": g.leader_id or "",
             }
             for g in r.groups
         ]
@@ -320,6 +323,47 @@ def _fetch(r: mc.FetchResponse, version: int) -> dict[str, Any]:
     }
 
 
+def _alter_configs(r: mk.AlterConfigsResponse, version: int) -> dict[str, Any]:
+    return {
+        "responses": [
+            {
+                "error_code": o.error,
+                "error_message": o.error_message,
+                "resource_type": o.resource_type,
+                "resource_name": o.name,
+            }
+            for o in r.results
+        ]
+    }
+
+
+def _describe_configs(r: mk.DescribeConfigsResponse, version: int) -> dict[str, Any]:
+    return {
+        "results": [
+            {
+                "error_code": d.error,
+                "error_message": d.error_message,
+                "resource_type": d.resource_type,
+                "resource_name": d.name,
+                "configs": [
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "read_only": False,
+                        "config_source": e.source,
+                        "is_sensitive": False,
+                        "synonyms": [],
+                        "config_type": 5,  # LONG
+                        "documentation": None,
+                    }
+                    for e in d.entries
+                ],
+            }
+            for d in r.results
+        ]
+    }
+
+
 Encoder = Callable[[Any, int], dict[str, Any]]
 
 ENCODERS: dict[int, Encoder] = {
@@ -339,6 +383,8 @@ ENCODERS: dict[int, Encoder] = {
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.LIST_OFFSETS: _list_offsets,
     ApiKey.FETCH: _fetch,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter_configs,
+    ApiKey.DESCRIBE_CONFIGS: _describe_configs,
 }
 
 

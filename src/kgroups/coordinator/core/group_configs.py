@@ -1,0 +1,161 @@
+"""Per-group overrides of the coordinator's group settings (what a ConsumerGroup's
+`spec.settings` becomes), set and read through the standard admin APIs.
+
+Kafka 4 configures groups as a ConfigResource of type GROUP (KIP-848) through
+IncrementalAlterConfigs and DescribeConfigs; kgroups uses the same resource for the classic
+settings a Kafka operator would otherwise set broker-wide: session-timeout bounds, the
+initial rebalance delay, the group size limit and offset retention. Each resource is
+applied whole or not at all: a bad name or value, or bounds that would cross, changes
+nothing. Overrides are a record of their own, persisted before the reply, and may exist
+before any member has joined (the operator registers a group ahead of its pods).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kgroups.coordinator.core.config import CoordinatorConfig
+from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.msg_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResource,
+    AlterConfigsResponse,
+    ConfigEntry,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribedResource,
+    ResourceOutcome,
+)
+from kgroups.coordinator.core.msg_group import RequestContext
+from kgroups.coordinator.core.records import GroupConfigRecord
+from kgroups.protocol.errors import ErrorCode
+
+GROUP = 32
+SET, DELETE = 0, 1
+GROUP_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE = 8, 4
+
+SETTINGS: dict[str, str] = {
+    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "group.max.size": "group_max_size",
+    "offsets.retention.minutes": "offsets_retention_minutes",
+}
+"""Kafka config name -> CoordinatorConfig field, for every setting a group may override."""
+
+
+class ConfigRejected(ValueError):
+    pass
+
+
+def group_config(core: Core, group_id: str) -> CoordinatorConfig:
+    """The settings in force for one group: the coordinator's, with the group's overrides."""
+    overrides = core.group_configs.get(group_id)
+    if not overrides:
+        return core.config
+    return _with(core.config, overrides)
+
+
+def _with(config: CoordinatorConfig, overrides: dict[str, int]) -> CoordinatorConfig:
+    fields: dict[str, Any] = {SETTINGS[name]: value for name, value in overrides.items()}
+    return dataclasses.replace(config, **fields)
+
+
+def _apply(current: dict[str, int], resource: AlterConfigsResource) -> dict[str, int]:
+    updated = dict(current)
+    for change in resource.changes:
+        if change.name not in SETTINGS:
+            raise ConfigRejected(
+                f"unknown group config {change.name!r}; known: {', '.join(sorted(SETTINGS))}"
+            )
+        if change.operation == DELETE:
+            updated.pop(change.name, None)
+        elif change.operation == SET:
+            try:
+                updated[change.name] = int(change.value or "")
+            except ValueError:
+                raise ConfigRejected(
+                    f"{change.name} must be an integer, got {change.value!r}"
+                ) from None
+        else:
+            raise ConfigRejected(f"{change.name}: only SET and DELETE apply to a number")
+    return updated
+
+
+def _validate(core: Core, overrides: dict[str, int]) -> None:
+    merged = _with(core.config, overrides)
+    try:
+        merged.validate()
+    except ValueError as exc:
+        raise ConfigRejected(str(exc).replace("_", ".")) from exc
+    for name, value in overrides.items():
+        if value < 0 or (value == 0 and name != "group.initial.rebalance.delay.ms"):
+            raise ConfigRejected(f"{name} must be positive, got {value}")
+
+
+def handle_alter(core: Core, ctx: RequestContext, req: AlterConfigsRequest) -> None:
+    results: list[ResourceOutcome] = []
+    for resource in req.resources:
+        outcome = ResourceOutcome(resource.resource_type, resource.name)
+        if resource.resource_type != GROUP:
+            outcome = dataclasses.replace(
+                outcome,
+                error=ErrorCode.invalid_request,
+                error_message="a kgroups coordinator configures GROUP resources only",
+            )
+        elif not resource.name:
+            outcome = dataclasses.replace(outcome, error=ErrorCode.invalid_group_id)
+        else:
+            try:
+                updated = _apply(core.group_configs.get(resource.name, {}), resource)
+                _validate(core, updated)
+            except ConfigRejected as exc:
+                outcome = dataclasses.replace(
+                    outcome, error=ErrorCode.invalid_config, error_message=str(exc)
+                )
+            else:
+                if not req.validate_only:
+                    set_overrides(core, resource.name, updated)
+        results.append(outcome)
+    core.out.reply(ctx.ref, AlterConfigsResponse(tuple(results)))
+
+
+def set_overrides(core: Core, group_id: str, overrides: dict[str, int]) -> None:
+    if overrides == core.group_configs.get(group_id, {}):
+        return
+    if overrides:
+        core.group_configs[group_id] = overrides
+    else:
+        core.group_configs.pop(group_id, None)
+    value = tuple(sorted(overrides.items())) if overrides else None
+    core.out.persist(GroupConfigRecord(group_id, value))
+
+
+def handle_describe(core: Core, ctx: RequestContext, req: DescribeConfigsRequest) -> None:
+    results: list[DescribedResource] = []
+    for resource in req.resources:
+        if resource.resource_type != GROUP:
+            results.append(
+                DescribedResource(
+                    resource.resource_type,
+                    resource.name,
+                    ErrorCode.invalid_request,
+                    "a kgroups coordinator describes GROUP resources only",
+                )
+            )
+            continue
+        overrides = core.group_configs.get(resource.name, {})
+        effective = group_config(core, resource.name)
+        names = sorted(SETTINGS) if resource.keys is None else resource.keys
+        entries = tuple(
+            ConfigEntry(
+                name,
+                str(getattr(effective, SETTINGS[name])),
+                GROUP_CONFIG_SOURCE if name in overrides else STATIC_BROKER_CONFIG_SOURCE,
+            )
+            for name in names
+            if name in SETTINGS
+        )
+        results.append(DescribedResource(resource.resource_type, resource.name, entries=entries))
+    core.out.reply(ctx.ref, DescribeConfigsResponse(tuple(results)))

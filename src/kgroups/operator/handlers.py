@@ -1,0 +1,303 @@
+"""The kopf handlers: Topics and ConsumerGroups reconciled against the coordinator.
+
+The coordinator stays Kubernetes-agnostic: everything here goes through the Kafka admin
+protocol (`kgroups.admin.Admin`, one shared connection). Topics are created or grown when
+their spec changes. Each ConsumerGroup is polled by a one-second timer that applies its
+settings when they changed and mirrors the live group into `.status`, writing only when
+something differs, and posting a Rebalanced event when the generation moves. Deletion goes
+through a finalizer: a `Delete` group is removed from the coordinator once it is Empty,
+and until then a condition says what it waits for. An unreachable coordinator is a
+condition and a backed-off retry, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from kgroups.admin import Admin, AdminError, CoordinatorUnreachable
+from kgroups.operator import status as st
+from kgroups.operator.models import API_GROUP, API_VERSION, ConsumerGroupSpec, TopicSpec
+from kgroups.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+SETTING_NAMES = {
+    "minSessionTimeoutMs": "group.min.session.timeout.ms",
+    "maxSessionTimeoutMs": "group.max.session.timeout.ms",
+    "initialRebalanceDelayMs": "group.initial.rebalance.delay.ms",
+    "maxSize": "group.max.size",
+    "offsetsRetentionMinutes": "offsets.retention.minutes",
+}
+"""ConsumerGroup spec.settings field -> the coordinator's per-group config name."""
+MAX_BACKOFF_S = 30.0
+POLL_INTERVAL_S = 1.0
+MIRROR_ID = "group-status"
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after `failures` consecutive failures: 1, 2, 4, ... up to 30."""
+    return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class GroupMemo:
+    """Per-ConsumerGroup state kept between timer runs."""
+
+    applied: dict[str, int | None] | None = None
+    rejected: tuple[dict[str, int | None], str] | None = None
+    failures: int = 0
+    next_try: float = 0.0
+    last_patch: dict[str, Any] = field(default_factory=dict)
+
+
+def _status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch turning `old` into `new` (keys gone from `new` are removed)."""
+    patch = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k not in new})
+    return patch
+
+
+def _apply_status(patch: kopf.Patch, old: dict[str, Any], new: dict[str, Any]) -> None:
+    for key, value in _status_patch(old, new).items():
+        patch.status[key] = value
+
+
+def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
+    """Attach every handler to `registry`, all talking to the coordinator through `admin`."""
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(**_: Any) -> None:
+        await admin.close()
+
+    # --- Topics -------------------------------------------------------------------------
+
+    @kopf.on.resume(API_GROUP, API_VERSION, "topics", id="topic", registry=registry)
+    @kopf.on.create(API_GROUP, API_VERSION, "topics", id="topic", registry=registry)
+    @kopf.on.update(API_GROUP, API_VERSION, "topics", field="spec", id="topic", registry=registry)
+    async def reconcile_topic(
+        spec: kopf.Spec,
+        name: str,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        retry: int,
+        **_: Any,
+    ) -> None:
+        topic = TopicSpec.model_validate(dict(spec))
+        topic_name = topic.topicName or name
+        generation = meta.get("generation")
+        old = dict(status)
+        conditions = list(old.get("conditions") or [])
+        try:
+            existing = (await admin.topics([topic_name])).get(topic_name)
+            if existing is None:
+                await admin.create_topic(topic_name, topic.partitions)
+                actual = topic.partitions
+            elif existing < topic.partitions:
+                await admin.create_partitions(topic_name, topic.partitions)
+                actual = topic.partitions
+            else:
+                actual = existing
+        except CoordinatorUnreachable as exc:
+            new = {
+                **old,
+                "observedGeneration": generation,
+                "conditions": st.set_condition(
+                    conditions,
+                    "Ready",
+                    "False",
+                    "CoordinatorUnreachable",
+                    str(exc),
+                    generation=generation,
+                    now=_now(),
+                ),
+            }
+            _apply_status(patch, old, new)
+            raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
+        except AdminError as exc:
+            new = {
+                **old,
+                "observedGeneration": generation,
+                "conditions": st.set_condition(
+                    conditions,
+                    "Ready",
+                    "False",
+                    "CoordinatorRejected",
+                    str(exc),
+                    generation=generation,
+                    now=_now(),
+                ),
+            }
+            _apply_status(patch, old, new)
+            raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
+        if actual > topic.partitions:
+            ready = (
+                "False",
+                "MorePartitionsOnCoordinator",
+                f"the coordinator has {actual} partitions; Kafka cannot shrink a topic",
+            )
+        else:
+            ready = ("True", "Created", f"{actual} partitions")
+        new = {
+            "observedGeneration": generation,
+            "topicName": topic_name,
+            "partitions": actual,
+            "conditions": st.set_condition(
+                conditions, "Ready", *ready, generation=generation, now=_now()
+            ),
+        }
+        _apply_status(patch, old, new)
+
+    @kopf.on.delete(API_GROUP, API_VERSION, "topics", id="topic-delete", registry=registry)
+    async def delete_topic(spec: kopf.Spec, name: str, retry: int, **_: Any) -> None:
+        topic_name = spec.get("topicName") or name
+        try:
+            await admin.delete_topic(topic_name)
+        except AdminError as exc:
+            if exc.code is not ErrorCode.unknown_topic_or_partition:
+                raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
+        except CoordinatorUnreachable as exc:
+            raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
+
+    # --- ConsumerGroups -----------------------------------------------------------------
+
+    def _not_deleting(meta: kopf.Meta, **_: Any) -> bool:
+        return not meta.get("deletionTimestamp")
+
+    @kopf.timer(
+        API_GROUP,
+        API_VERSION,
+        "consumergroups",
+        id=MIRROR_ID,
+        interval=POLL_INTERVAL_S,
+        when=_not_deleting,
+        registry=registry,
+    )
+    async def mirror_group(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        name: str,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        memo: kopf.Memo,
+        **_: Any,
+    ) -> None:
+        group_memo: GroupMemo = memo.setdefault("group", GroupMemo())
+        loop = asyncio.get_running_loop()
+        if loop.time() < group_memo.next_try:
+            return
+        cg = ConsumerGroupSpec.model_validate(dict(spec))
+        group_id = cg.groupId or name
+        generation = meta.get("generation")
+        old = dict(status)
+        try:
+            problem = await _apply_settings(admin, group_id, cg, group_memo)
+            seen = st.GroupObservation(
+                group=await admin.describe_group(group_id),
+                offsets=await admin.committed_offsets(group_id),
+                topics=await admin.topics(cg.topics) if cg.topics else await admin.topics(),
+            )
+        except (CoordinatorUnreachable, AdminError) as exc:
+            group_memo.failures += 1
+            group_memo.next_try = loop.time() + backoff(group_memo.failures)
+            new = st.unreachable_status(old, str(exc), generation=generation, now=_now())
+            _apply_status(patch, old, new)
+            return
+        group_memo.failures = 0
+        new, event = st.group_status(
+            old,
+            cg.topics,
+            seen,
+            group_id=group_id,
+            generation=generation,
+            now=_now(),
+            problem=problem,
+        )
+        _apply_status(patch, old, new)
+        if event is not None:
+            kopf.event(body, type="Normal", reason="Rebalanced", message=event)
+
+    @kopf.on.delete(API_GROUP, API_VERSION, "consumergroups", id="group-delete", registry=registry)
+    async def delete_group(
+        spec: kopf.Spec,
+        name: str,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        retry: int,
+        **_: Any,
+    ) -> None:
+        cg = ConsumerGroupSpec.model_validate(dict(spec))
+        if cg.deletionPolicy.value == "Orphan":
+            return
+        group_id = cg.groupId or name
+        old = dict(status)
+
+        def wait(reason: str, message: str) -> kopf.TemporaryError:
+            new = {
+                **old,
+                "conditions": st.set_condition(
+                    list(old.get("conditions") or []),
+                    "Ready",
+                    "False",
+                    reason,
+                    message,
+                    generation=meta.get("generation"),
+                    now=_now(),
+                ),
+            }
+            _apply_status(patch, old, new)
+            return kopf.TemporaryError(message, delay=min(backoff(retry + 1), 5.0))
+
+        try:
+            code = await admin.delete_group(group_id)
+            if code is ErrorCode.non_empty_group:
+                members = len((await admin.describe_group(group_id)).members)
+                raise wait(
+                    "WaitingForEmptyGroup",
+                    f"deletionPolicy is Delete: waiting until the group is Empty "
+                    f"({members} members still joined)",
+                )
+            if code not in (ErrorCode.none, ErrorCode.group_id_not_found):
+                raise wait("CoordinatorRejected", f"DeleteGroups: {code.name}")
+            await admin.alter_group_configs(group_id, dict.fromkeys(SETTING_NAMES.values()))
+        except CoordinatorUnreachable as exc:
+            raise wait("CoordinatorUnreachable", str(exc)) from exc
+
+
+async def _apply_settings(
+    admin: Admin, group_id: str, cg: ConsumerGroupSpec, memo: GroupMemo
+) -> tuple[str, str] | None:
+    """Send the spec's settings when they differ from what was last applied; returns a
+    (reason, message) problem when the coordinator refuses them (until the spec changes)."""
+    desired: dict[str, int | None] = {
+        config: getattr(cg.settings, fieldname) for fieldname, config in SETTING_NAMES.items()
+    }
+    if memo.rejected is not None and memo.rejected[0] == desired:
+        return ("InvalidSettings", memo.rejected[1])
+    if memo.applied == desired:
+        return None
+    try:
+        await admin.alter_group_configs(group_id, desired)
+    except AdminError as exc:
+        if exc.code is ErrorCode.invalid_config:
+            memo.rejected = (desired, str(exc))
+            return ("InvalidSettings", str(exc))
+        raise
+    memo.applied, memo.rejected = desired, None
+    return None

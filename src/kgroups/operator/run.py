@@ -1,0 +1,68 @@
+"""Run the operator: kopf with kgroups' handlers, settings and storage names.
+
+kopf's own state (diff base, handler progress, finalizer) is kept under the `kgroups.io`
+prefix rather than kopf's default, so that another kopf operator watching the same
+objects cannot be confused with this one. Peering is off (one replica; the chart runs a
+single operator pod with the Recreate strategy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import kopf
+
+from kgroups.admin import Admin
+from kgroups.operator.handlers import MIRROR_ID, register
+
+FINALIZER = "kgroups.io/finalizer"
+
+
+def settings() -> kopf.OperatorSettings:
+    s = kopf.OperatorSettings()
+    s.persistence.finalizer = FINALIZER
+    s.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kgroups.io")
+    s.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="kgroups.io", key="last-handled-configuration"
+    )
+    s.watching.server_timeout = 60
+    s.watching.client_timeout = 90
+    s.execution.max_workers = 4
+    s.posting.level = logging.WARNING  # handler chatter stays in logs; Events are ours
+    s.networking.error_backoffs = [1, 2, 5, 10]
+    return s
+
+
+class _QuietTimer(logging.Filter):
+    """Drops the status timer's once-a-second "succeeded" line (failures still log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (MIRROR_ID in record.getMessage() and "succeeded" in record.getMessage())
+
+
+async def run(
+    coordinator: tuple[str, int],
+    *,
+    namespaces: list[str],
+    clusterwide: bool,
+    stop_flag: asyncio.Event | threading.Event | None = None,
+    ready_flag: asyncio.Event | threading.Event | None = None,
+) -> None:
+    logging.getLogger("kopf.objects").addFilter(_QuietTimer())
+    registry = kopf.OperatorRegistry()
+    admin = Admin(*coordinator, client_id="kgroups-operator")
+    register(registry, admin)
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=settings(),
+            standalone=True,
+            clusterwide=clusterwide,
+            namespaces=namespaces,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        await admin.close()

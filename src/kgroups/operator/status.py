@@ -1,0 +1,179 @@
+"""What a ConsumerGroup's and a Topic's status should say, as pure functions.
+
+The operator's handlers fetch (from the coordinator) and patch (into the API server);
+everything in between is here, with the time passed in, so it is tested without either.
+Conditions follow metav1.Condition: `lastTransitionTime` moves only when `status` flips,
+which is what keeps a re-computed status equal to the stored one, so an unchanged group
+costs no API write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kgroups.admin import GroupView
+
+REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
+
+
+def set_condition(
+    conditions: list[dict[str, Any]],
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    *,
+    generation: int | None,
+    now: str,
+) -> list[dict[str, Any]]:
+    """`conditions` with `type_` set; the old transition time is kept unless status flips."""
+    old = next((c for c in conditions if c.get("type") == type_), None)
+    since = old["lastTransitionTime"] if old and old.get("status") == status else now
+    new: dict[str, Any] = {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+    if generation is not None:
+        new["observedGeneration"] = generation
+    rest = [c for c in conditions if c.get("type") != type_]
+    return sorted([*rest, new], key=lambda c: str(c["type"]))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupObservation:
+    """One poll of the coordinator for one group."""
+
+    group: GroupView
+    offsets: dict[tuple[str, int], int]
+    topics: dict[str, int]
+    """Partition counts of the spec's topics that exist (missing ones are absent)."""
+
+
+def group_status(
+    old: dict[str, Any],
+    spec_topics: list[str],
+    seen: GroupObservation,
+    *,
+    group_id: str,
+    generation: int | None,
+    now: str,
+    problem: tuple[str, str] | None = None,
+) -> tuple[dict[str, Any], str | None]:
+    """(new status, event message or None) for a group seen on the coordinator.
+
+    `problem` is a (reason, message) that keeps the group from being Ready whatever its
+    state (e.g. settings the coordinator refused)."""
+    g = seen.group
+    members = [
+        {
+            "memberId": m.member_id,
+            **({"instanceId": m.instance_id} if m.instance_id else {}),
+            "clientId": m.client_id,
+            "host": m.host,
+            "assignment": [
+                {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(m.assignment.items())
+            ],
+        }
+        for m in sorted(g.members, key=lambda m: m.member_id)
+    ]
+    counted = spec_topics or sorted({t for m in g.members for t in m.assignment})
+    total = sum(seen.topics.get(t, 0) for t in counted)
+    owned = {
+        (t, p)
+        for m in g.members
+        for t, ps in m.assignment.items()
+        if t in counted
+        for p in ps
+        if p < seen.topics.get(t, 0)
+    }
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "groupId": group_id,
+        "state": g.state,
+        "protocolType": g.protocol_type,
+        "protocol": g.protocol,
+        "leader": g.leader,
+        "memberCount": len(g.members),
+        "members": members,
+        "partitions": {
+            "assigned": len(owned),
+            "total": total,
+            "summary": f"{len(owned)}/{total}",
+        },
+        "offsets": [
+            {"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(seen.offsets.items())
+        ],
+    }
+    event = None
+    if g.generation >= 0:
+        status["generation"] = g.generation
+    old_generation = old.get("generation")
+    rebalances = int(old.get("rebalances") or 0)
+    last = old.get("lastRebalanceTime")
+    if g.generation > 0 and g.generation != old_generation:
+        rebalances += 1
+        last = now
+        event = f"generation {g.generation}, {len(g.members)} members, protocol {g.protocol or '-'}"
+    status["rebalances"] = rebalances
+    if last:
+        status["lastRebalanceTime"] = last
+
+    missing = [t for t in spec_topics if t not in seen.topics]
+    if problem is not None:
+        ready = ("False", *problem)
+    elif missing:
+        ready = ("False", "TopicNotFound", f"topics not on the coordinator: {', '.join(missing)}")
+    elif g.state in REBALANCING_STATES:
+        ready = ("False", "Rebalancing", f"the group is in {g.state}")
+    elif not g.members:
+        ready = ("False", "NoMembers", f"the group is {g.state or 'unknown'} with no members")
+    elif len(owned) < total:
+        ready = ("False", "PartitionsUnassigned", f"{total - len(owned)} of {total} unassigned")
+    else:
+        ready = ("True", "Stable", f"{len(g.members)} members own all {total} partitions")
+    conditions = list(old.get("conditions") or [])
+    conditions = set_condition(conditions, "Ready", *ready, generation=generation, now=now)
+    rebalancing = g.state in REBALANCING_STATES
+    conditions = set_condition(
+        conditions,
+        "Rebalancing",
+        "True" if rebalancing else "False",
+        g.state.replace(" ", "") if rebalancing else "NotRebalancing",
+        f"state {g.state}",
+        generation=generation,
+        now=now,
+    )
+    status["conditions"] = conditions
+    return _prune(status), event
+
+
+def unreachable_status(
+    old: dict[str, Any], message: str, *, generation: int | None, now: str
+) -> dict[str, Any]:
+    """The old status with Ready=False/CoordinatorUnreachable: the rest is left as last seen."""
+    status = dict(old)
+    status["observedGeneration"] = generation
+    status["conditions"] = set_condition(
+        list(old.get("conditions") or []),
+        "Ready",
+        "False",
+        "CoordinatorUnreachable",
+        message,
+        generation=generation,
+        now=now,
+    )
+    return _prune(status)
+
+
+def _prune(status: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if v is not None and v != ""}
+
+
+def changed(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """Whether writing `new` would change anything the API server stores."""
+    old = old or {}
+    return any(old.get(k) != v for k, v in new.items())

@@ -1,0 +1,212 @@
+"""The operator against a real API server: Topics and ConsumerGroups from kubectl to the
+coordinator and back into status, with real members (kgroups and kafka-python).
+
+One scenario carries the lifecycle a user goes through (apply, join, crash, grow, delete);
+the others each pin one failure mode: bad specs, a missing topic, an unreachable
+coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgroups.admin import Admin
+from tests.e2e.kube import ControlPlane, Operator, condition
+from tests.integration.harness import ROOT, Coordinator, Member, wait_until
+
+EXAMPLES = ROOT / "examples" / "k8s"
+SESSION_MS = 4000
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
+    coord = Coordinator(tmp_path / "data", "--log-level", "INFO")
+    coord.start()
+    yield coord
+    coord.kill()
+
+
+@pytest.fixture
+def operator(
+    controlplane: ControlPlane, coordinator: Coordinator, namespace: str, tmp_path: Path
+) -> Iterator[Operator]:
+    op = Operator(controlplane.kubeconfig, coordinator.bootstrap, tmp_path / "operator.log",
+                  "--namespace", namespace)  # fmt: skip
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    started: list[Member] = []
+    yield started
+    for m in started:
+        m.kill()
+
+
+def _describe(coordinator: Coordinator, group: str) -> Any:
+    async def go() -> Any:
+        async with Admin("127.0.0.1", coordinator.port) as admin:
+            return await admin.describe_group(group)
+
+    return asyncio.run(go())
+
+
+def _cg(cp: ControlPlane, ns: str) -> dict[str, Any]:
+    return cp.get("cg", "billing", ns)
+
+
+def test_lifecycle_from_kubectl_to_the_coordinator_and_back(
+    controlplane: ControlPlane,
+    coordinator: Coordinator,
+    operator: Operator,
+    namespace: str,
+    members: list[Member],
+) -> None:
+    cp, ns = controlplane, namespace
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
+
+    # The Topic exists on the coordinator and says so.
+    wait_until(lambda: (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status")
+               == "True", 20, "Topic Ready", poll=0.2)  # fmt: skip
+    assert cp.get("kt", "orders", ns)["status"]["partitions"] == 6
+    # The group's settings are registered before anyone joins: members with a 4 s session
+    # timeout are only admitted because spec.settings lowered the minimum below 6 s.
+    wait_until(lambda: _cg(cp, ns).get("status", {}).get("observedGeneration") == 1, 20,
+               "ConsumerGroup observed", poll=0.2)  # fmt: skip
+    assert (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers"
+
+    for i in range(3):
+        members.append(Member("kgroups", coordinator.bootstrap, "billing", ["orders"],
+                              client_id=f"kg-{i}", session_timeout_ms=SESSION_MS,
+                              metadata_max_age_ms=1000))  # fmt: skip
+    members.append(Member("kafka-python", coordinator.bootstrap, "billing", ["orders"],
+                          client_id="kp-0", session_timeout_ms=SESSION_MS,
+                          metadata_max_age_ms=1000))  # fmt: skip
+
+    def ready_with(n: int, assigned: str) -> dict[str, Any] | None:
+        cg = _cg(cp, ns)
+        status = cg.get("status", {})
+        ready = condition(cg, "Ready") or {}
+        ok = (ready.get("status") == "True" and status.get("memberCount") == n
+              and status["partitions"]["summary"] == assigned)  # fmt: skip
+        return cg if ok else None
+
+    cg = wait_until(lambda: ready_with(4, "6/6"), 40, "4 members owning 6/6")
+    status = cg["status"]
+    assert status["state"] == "Stable"
+    assert status["protocol"] == "range"
+    assert status["leader"] in {m["memberId"] for m in status["members"]}
+    assert sorted(m["clientId"] for m in status["members"]) == ["kg-0", "kg-1", "kg-2", "kp-0"]
+    owned = [(a["topic"], p) for m in status["members"] for a in m["assignment"]
+             for p in a["partitions"]]  # fmt: skip
+    assert sorted(owned) == [("orders", p) for p in range(6)]
+    row = cp.kubectl("get", "cg", "billing", "-n", ns, "--no-headers").stdout.split()
+    assert row[1:6] == ["Stable", str(status["generation"]), "4", "6/6", "True"], row
+    events = cp.kubectl("get", "events", "-n", ns, "--field-selector", "reason=Rebalanced").stdout
+    assert f"generation {status['generation']}" in events
+
+    # Nothing changes, nothing is written: the resourceVersion stays put.
+    version = _cg(cp, ns)["metadata"]["resourceVersion"]
+    time.sleep(3)
+    assert _cg(cp, ns)["metadata"]["resourceVersion"] == version
+
+    # A member dies: a new generation reaches status within session timeout + 2 s.
+    generation = status["generation"]
+    members[0].kill()
+    killed_at = time.monotonic()
+    cg = wait_until(lambda: ready_with(3, "6/6"), SESSION_MS / 1000 + 2 + 3, "3 members")
+    assert cg["status"]["generation"] > generation
+    elapsed = time.monotonic() - killed_at
+    assert elapsed <= SESSION_MS / 1000 + 2 + 1.5, elapsed  # + the initial delay
+    assert cg["status"]["rebalances"] >= 2
+    assert cg["status"]["lastRebalanceTime"]
+
+    # The Topic grows: the group rebalances and the new partitions get owners.
+    cp.kubectl("patch", "kt", "orders", "-n", ns, "--type", "merge", "-p",
+               '{"spec":{"partitions":8}}')  # fmt: skip
+    wait_until(lambda: ready_with(3, "8/8"), 30, "8/8 after growing the topic")
+
+    # Deletion waits for the group to be Empty, and says so.
+    cp.kubectl("delete", "cg", "billing", "-n", ns, "--wait=false")
+    wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason")
+               == "WaitingForEmptyGroup", 20, "WaitingForEmptyGroup", poll=0.2)  # fmt: skip
+    assert _describe(coordinator, "billing").state == "Stable"
+    for m in members[1:]:
+        m.close()
+    wait_until(lambda: not cp.exists("cg", "billing", ns), 30, "the ConsumerGroup to go")
+    assert _describe(coordinator, "billing").state == "Dead"
+    assert "Traceback" not in operator.log()
+
+
+def test_bad_specs_are_refused_by_the_api_server_and_reach_nothing(
+    controlplane: ControlPlane, coordinator: Coordinator, operator: Operator, namespace: str
+) -> None:
+    cp, ns = controlplane, namespace
+
+    def refused(manifest: str) -> str:
+        result = cp.kubectl("apply", "-n", ns, "-f", "-", input=manifest, check=False)
+        assert result.returncode != 0, manifest
+        return result.stderr
+
+    topic = "apiVersion: kgroups.io/v1alpha1\nkind: Topic\nmetadata: {name: t1}\n"
+    group = "apiVersion: kgroups.io/v1alpha1\nkind: ConsumerGroup\nmetadata: {name: g1}\n"
+    assert 'unknown field "spec.replicas"' in refused(topic + "spec: {partitions: 3, replicas: 2}")
+    assert "spec.partitions" in refused(topic + "spec: {partitions: -1}")
+    assert "spec.settings" in refused(
+        group + "spec: {settings: {minSessionTimeoutMs: 9000, maxSessionTimeoutMs: 8000}}"
+    )
+    assert "spec.groupId" in refused(group + "spec: {groupId: 'no spaces allowed'}")
+
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=topic + "spec: {partitions: 3}")
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=group + "spec: {groupId: g1, topics: [t1]}")
+    assert "partitions may only grow" in refused(topic + "spec: {partitions: 2}")
+    assert "groupId is immutable" in refused(group + "spec: {groupId: other, topics: [t1]}")
+    wait_until(lambda: cp.get("kt", "t1", ns).get("status", {}).get("partitions") == 3, 20,
+               "t1 created with 3 partitions", poll=0.2)  # fmt: skip
+
+    async def topics() -> dict[str, int]:
+        async with Admin("127.0.0.1", coordinator.port) as admin:
+            return await admin.topics()
+
+    assert asyncio.run(topics()) == {"t1": 3}
+
+
+def test_a_group_for_a_missing_topic_says_so_until_the_topic_exists(
+    controlplane: ControlPlane, coordinator: Coordinator, operator: Operator, namespace: str
+) -> None:
+    cp, ns = controlplane, namespace
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
+    ready = wait_until(lambda: condition(_cg(cp, ns), "Ready"), 20, "a Ready condition")
+    assert (ready["status"], ready["reason"]) == ("False", "TopicNotFound")
+    assert "orders" in ready["message"]
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
+               20, "the topic to be found", poll=0.2)  # fmt: skip
+    assert _cg(cp, ns)["status"]["partitions"]["summary"] == "0/6"
+
+
+def test_an_unreachable_coordinator_is_a_condition_and_a_retry(
+    controlplane: ControlPlane, coordinator: Coordinator, operator: Operator, namespace: str
+) -> None:
+    cp, ns = controlplane, namespace
+    coordinator.stop()
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
+    for kind, name in (("kt", "orders"), ("cg", "billing")):
+        ready = wait_until(lambda k=kind, n=name: condition(cp.get(k, n, ns), "Ready"), 20,
+                           f"{kind} condition")  # fmt: skip
+        assert (ready["status"], ready["reason"]) == ("False", "CoordinatorUnreachable")
+    assert operator.proc.poll() is None  # still running
+    coordinator.start()
+    wait_until(lambda: (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status")
+               == "True", 45, "the Topic to recover", poll=0.5)  # fmt: skip
+    wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
+               45, "the group to recover", poll=0.5)  # fmt: skip

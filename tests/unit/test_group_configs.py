@@ -1,0 +1,134 @@
+"""Per-group setting overrides (a ConsumerGroup's spec.settings): set through
+IncrementalAlterConfigs on a GROUP resource, read through DescribeConfigs, enforced by
+JoinGroup, the initial rebalance and offset expiry, persisted and replayed, atomic."""
+
+from __future__ import annotations
+
+import io
+
+from kafka.protocol.admin import DescribeGroupsResponse
+
+from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.core import msg_configs as mk
+from kgroups.coordinator.core import msg_group as mg
+from kgroups.coordinator.wire import encode
+from kgroups.protocol.apis import response_class
+from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.frames import reader_for, writer_for
+from tests.core_context import CoreContext
+
+E = ErrorCode
+GROUP_SOURCE, DEFAULT_SOURCE = 8, 4
+
+
+def test_overrides_show_in_describe_configs_beside_the_defaults() -> None:
+    ctx = CoreContext()
+    assert ctx.alter_group_config("g", {"group.max.size": "3"}).error is E.none
+    configs = ctx.group_config("g")
+    assert configs["group.max.size"] == ("3", GROUP_SOURCE)
+    assert configs["group.min.session.timeout.ms"] == ("6000", DEFAULT_SOURCE)
+    assert set(configs) == {
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+        "group.max.size",
+        "offsets.retention.minutes",
+    }
+    assert ctx.group_config("other")["group.max.size"] == (str(2**31 - 1), DEFAULT_SOURCE)
+
+
+def test_session_timeout_bounds_are_enforced_per_group() -> None:
+    ctx = CoreContext()
+    ctx.alter_group_config("strict", {"group.min.session.timeout.ms": "20000"})
+    refused = ctx.reply(ctx.join("strict", session_ms=10_000))
+    assert refused.error is E.invalid_session_timeout
+    # another group keeps the coordinator's bounds
+    assert ctx.reply(ctx.join("relaxed", session_ms=10_000)).error is E.member_id_required
+
+
+def test_max_size_is_enforced_per_group() -> None:
+    ctx = CoreContext()
+    ctx.alter_group_config("g", {"group.max.size": "1"})
+    ctx.stable_group("g", n=1)
+    assert ctx.reply(ctx.join("g")).error is E.group_max_size_reached
+    assert ctx.reply(ctx.join("other")).error is E.member_id_required
+
+
+def test_initial_rebalance_delay_is_per_group() -> None:
+    ctx = CoreContext(CoordinatorConfig(group_initial_rebalance_delay_ms=3000))
+    ctx.alter_group_config("fast", {"group.initial.rebalance.delay.ms": "0"})
+    _, fast = ctx.join_new_member("fast")
+    _, slow = ctx.join_new_member("slow")
+    ctx.sleep(0)
+    assert not ctx.parked(fast)
+    assert ctx.parked(slow)
+    ctx.sleep(3000)
+    assert not ctx.parked(slow)
+
+
+def test_a_bad_change_leaves_every_setting_of_the_resource_unchanged() -> None:
+    ctx = CoreContext()
+    ctx.alter_group_config("g", {"group.max.size": "5"})
+    for changes in (
+        {"group.max.size": "7", "no.such.config": "1"},
+        {"group.max.size": "7", "group.min.session.timeout.ms": "x"},
+        {"group.max.size": "7", "group.min.session.timeout.ms": "9999999"},  # crosses max
+        {"group.max.size": "0"},
+    ):
+        outcome = ctx.alter_group_config("g", changes)
+        assert outcome.error is E.invalid_config, changes
+        assert outcome.error_message
+        assert ctx.group_config("g")["group.max.size"] == ("5", GROUP_SOURCE)
+
+
+def test_validate_only_changes_nothing_and_delete_restores_the_default() -> None:
+    ctx = CoreContext()
+    assert ctx.alter_group_config("g", {"group.max.size": "2"}, validate_only=True).error is E.none
+    assert ctx.group_config("g")["group.max.size"][1] == DEFAULT_SOURCE
+    ctx.alter_group_config("g", {"group.max.size": "2"})
+    ctx.alter_group_config("g", {"group.max.size": None})
+    assert ctx.group_config("g")["group.max.size"][1] == DEFAULT_SOURCE
+
+
+def test_overrides_survive_a_restart() -> None:
+    ctx = CoreContext()
+    ctx.alter_group_config("g", {"group.max.session.timeout.ms": "8000"})
+    ctx.restart()
+    assert ctx.group_config("g")["group.max.session.timeout.ms"] == ("8000", GROUP_SOURCE)
+    assert ctx.reply(ctx.join("g", session_ms=9000)).error is E.invalid_session_timeout
+
+
+def test_deleting_the_group_deletes_its_overrides() -> None:
+    ctx = CoreContext()
+    ctx.alter_group_config("g", {"group.max.size": "4"})
+    (a, b), _ = ctx.stable_group("g", n=2)
+    ctx.leave("g", (a, None), (b, None))
+    ctx.send(mg.DeleteGroupsRequest(("g",)), version=2)
+    assert ctx.group_config("g")["group.max.size"][1] == DEFAULT_SOURCE
+    ctx.restart()
+    assert ctx.group_config("g")["group.max.size"][1] == DEFAULT_SOURCE
+
+
+def test_other_resource_types_are_refused() -> None:
+    ctx = CoreContext()
+    req = mk.AlterConfigsRequest(
+        (mk.AlterConfigsResource(4, "0", (mk.ConfigChange("x", 0, "1"),)),), False
+    )
+    response = ctx.reply(ctx.send(req, version=1))
+    assert response.results[0].error is E.invalid_request
+
+
+def test_describe_groups_v5_and_v6_carry_generation_and_leader_in_tagged_fields() -> None:
+    ctx = CoreContext()
+    (a, _b), generation = ctx.stable_group("g", n=2)
+    for version in (5, 6):
+        described = ctx.reply(ctx.send(mg.DescribeGroupsRequest(("g",)), version=version))
+        kio_response = encode(15, version, described)
+        frame = io.BytesIO()
+        writer_for(type(kio_response))(frame, kio_response)
+        ours, _ = reader_for(response_class(15, version))(memoryview(frame.getvalue()), 0)
+        assert (ours.groups[0].generation_id, ours.groups[0].leader_id) == (generation, a)
+        # kafka-python, which knows nothing of the tags, reads the same bytes
+        parsed = DescribeGroupsResponse.decode(frame.getvalue(), version=version)
+        assert parsed.groups[0].group_id == "g"
+        assert len(parsed.groups[0].members) == 2
