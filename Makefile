@@ -42,10 +42,11 @@ test-integration: install kafka
 test-e2e: install controlplane
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
 
-# The CRDs are generated from src/kgroups/operator/models.py; tests/unit/test_crds.py
+# The CRDs are generated from src/kgroups/operator/models.py into crds/ and the chart;
+# tests/unit/test_crds.py
 # fails when the checked-in files drift from the models.
 crds: install
-	$(BIN)/python -m kgroups.operator.crdgen crds
+	$(BIN)/python -m kgroups.operator.crdgen crds charts/kgroups/crds
 
 # kube-apiserver, kube-controller-manager, kubectl, etcd and helm, built from the Go
 # module proxy into ~/.cache/kgroups (first run ~10-15 min on 2 cores, then instant).

@@ -318,6 +318,12 @@ def operator(
         bool, typer.Option("--all-namespaces", "-A", help="Watch every namespace.")
     ] = False,
     log_level: Annotated[str, typer.Option(help="Python logging level.")] = "INFO",
+    liveness: Annotated[
+        str | None,
+        typer.Option(
+            help="Serve kopf's liveness probe at this URL, e.g. http://0.0.0.0:8080/healthz."
+        ),
+    ] = None,
 ) -> None:
     """Run the operator: Topics and ConsumerGroups (kgroups.io/v1alpha1) reconciled against
     the coordinator, live group state mirrored into their status. Credentials come from the
@@ -331,7 +337,7 @@ def operator(
     )
     address = parse_address(coordinator)
     namespaces = namespace or ([] if all_namespaces else ["default"])
-    asyncio.run(run(address, namespaces=namespaces, clusterwide=all_namespaces))
+    asyncio.run(run(address, namespaces=namespaces, clusterwide=all_namespaces, liveness=liveness))
 
 
 def main() -> None:

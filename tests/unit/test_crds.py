@@ -11,7 +11,7 @@ import yaml
 from kgroups.operator.crdgen import crds, render
 
 ROOT = Path(__file__).resolve().parents[2]
-DIRS = [ROOT / "crds"]
+DIRS = [ROOT / "crds", ROOT / "charts" / "kgroups" / "crds"]
 
 
 @pytest.mark.parametrize("directory", DIRS, ids=lambda d: str(d.relative_to(ROOT)))

@@ -49,6 +49,7 @@ async def run(
     clusterwide: bool,
     stop_flag: asyncio.Event | threading.Event | None = None,
     ready_flag: asyncio.Event | threading.Event | None = None,
+    liveness: str | None = None,
 ) -> None:
     logging.getLogger("kopf.objects").addFilter(_QuietTimer())
     registry = kopf.OperatorRegistry()
@@ -63,6 +64,7 @@ async def run(
             namespaces=namespaces,
             stop_flag=stop_flag,
             ready_flag=ready_flag,
+            liveness_endpoint=liveness,
         )
     finally:
         await admin.close()
