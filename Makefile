@@ -47,6 +47,7 @@ test-e2e: install controlplane
 # fails when the checked-in files drift from the models.
 crds: install
 	$(BIN)/python -m kgroups.operator.crdgen crds charts/kgroups/crds
+	rm -f charts/kgroups/dashboards/*.json && cp dashboards/*.json charts/kgroups/dashboards/
 
 # kube-apiserver, kube-controller-manager, kubectl, etcd and helm, built from the Go
 # module proxy into ~/.cache/kgroups (first run ~10-15 min on 2 cores, then instant).

@@ -68,11 +68,18 @@ if [ ! -f "$etcd_bin/.complete" ]; then
 fi
 
 helm_bin="$root/helm-v$HELM/bin"
-if [ ! -f "$helm_bin/.complete" ]; then
+if [ ! -f "$helm_bin/.complete-2" ]; then
   echo "build.sh: building helm v$HELM" >&2
-  mkdir -p "$helm_bin"
-  GOBIN="$helm_bin" go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM" "helm.sh/helm/v3/cmd/helm@v$HELM" >&2
-  touch "$helm_bin/.complete"
+  rm -rf "$helm_bin"; mkdir -p "$helm_bin"
+  # Helm's Makefile stamps the Kubernetes version its client libraries speak; without it
+  # `helm template` assumes v1.20 and refuses charts that need anything newer.
+  helm_mod="$(go mod download -json "helm.sh/helm/v3@v$HELM" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  kminor="$(sed -n 's/^[[:space:]]*k8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$helm_mod" | head -1)"
+  ld="-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ld="$ld -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$kminor"
+  done
+  GOBIN="$helm_bin" go install -trimpath -ldflags "$ld" "helm.sh/helm/v3/cmd/helm@v$HELM" >&2
+  touch "$helm_bin/.complete-2"
 fi
 printf '%s\n%s\n%s\n' "$k8s_bin" "$etcd_bin" "$helm_bin"

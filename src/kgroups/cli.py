@@ -48,6 +48,10 @@ def coordinator(
     advertise: Annotated[
         str | None, typer.Option(help="HOST:PORT clients should connect to (default: --listen).")
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(help="Serve Prometheus metrics at http://HOST:PORT/metrics."),
+    ] = None,
     initial_rebalance_delay_ms: Annotated[
         int, typer.Option(help="group.initial.rebalance.delay.ms")
     ] = 3000,
@@ -103,6 +107,7 @@ def coordinator(
         max_frame_bytes=max_frame_bytes,
         synchronous="FULL" if fsync else "NORMAL",
         coordinator=config,
+        metrics=parse_address(metrics) if metrics else None,
     )
     sys.exit(asyncio.run(_serve(settings, port_file)))
 

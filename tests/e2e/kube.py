@@ -88,6 +88,7 @@ class Operator:
     """`kgroups operator` as a subprocess with a given kubeconfig."""
 
     def __init__(self, kubeconfig: Path, coordinator: str, log_path: Path, *extra: str) -> None:
+        self.kubeconfig = kubeconfig
         self.log_path = log_path
         log = log_path.open("ab")
         self.proc = subprocess.Popen(

@@ -42,14 +42,6 @@ def operator(
     op.stop()
 
 
-@pytest.fixture
-def members() -> Iterator[list[Member]]:
-    started: list[Member] = []
-    yield started
-    for m in started:
-        m.kill()
-
-
 def _describe(coordinator: Coordinator, group: str) -> Any:
     async def go() -> Any:
         async with Admin("127.0.0.1", coordinator.port) as admin:

@@ -132,3 +132,23 @@ def test_describe_groups_v5_and_v6_carry_generation_and_leader_in_tagged_fields(
         parsed = DescribeGroupsResponse.decode(frame.getvalue(), version=version)
         assert parsed.groups[0].group_id == "g"
         assert len(parsed.groups[0].members) == 2
+
+
+def test_a_completed_rebalance_is_reported_with_its_duration() -> None:
+    ctx = CoreContext()
+    (a, b), first = ctx.stable_group("g", n=2)
+    ctx.sleep(1000)
+    join_a = ctx.join("g", a)  # the rebalance starts here
+    ctx.sleep(200)
+    join_b = ctx.join("g", b)
+    generation = ctx.reply(join_a).generation_id
+    assert ctx.reply(join_b).generation_id == generation == first + 1
+    ctx.sleep(50)
+    leader = a if ctx.reply(join_a).leader == a else b
+    ctx.sync("g", leader, generation, {a: b"x", b: b"y"})
+    done = [o for e in ctx.all_effects for o in e.observations]
+    assert [(o.group_id, o.generation, o.members) for o in done] == [
+        ("g", first, 2),
+        ("g", generation, 2),
+    ]
+    assert done[1].duration_ms == 250  # first join to the leader's assignment

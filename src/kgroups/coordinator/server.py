@@ -47,6 +47,7 @@ from kgroups.coordinator.core import (
 from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.records import Record
+from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.store import Store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode
 from kgroups.protocol.apis import ApiKey, api_name
@@ -84,6 +85,8 @@ class ServerSettings:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     synchronous: str = "FULL"
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    metrics: tuple[str, int] | None = None
+    """Serve Prometheus metrics at http://HOST:PORT/metrics; None: no metrics endpoint."""
 
 
 class Connection(asyncio.Protocol):
@@ -253,6 +256,7 @@ class CoordinatorServer:
         self._stopped = asyncio.Event()
         self._payloads: dict[tuple[int, int, object], bytes] = {}
         self.failure: BaseException | None = None
+        self.metrics = CoordinatorMetrics(lambda: self.coordinator, lambda: len(self.connections))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -290,6 +294,8 @@ class CoordinatorServer:
             len(records),
             groups,
         )
+        if self.settings.metrics is not None:
+            await self.metrics.serve(*self.settings.metrics)
         self._submit(coordinator.resume(now_ms=self.now_ms()))
         self._rearm()
 
@@ -307,6 +313,7 @@ class CoordinatorServer:
         """Stop accepting, close every connection, finish pending writes, close the store."""
         if self._server is not None:
             self._server.close()
+        await self.metrics.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -373,6 +380,8 @@ class CoordinatorServer:
     # -- the ordered pipeline ------------------------------------------------------------
 
     def _submit(self, effects: Effects) -> None:
+        if effects.observations:
+            self.metrics.observe(effects.observations)
         if not effects:
             return
         if not effects.records and not self._queue and not self._writing:

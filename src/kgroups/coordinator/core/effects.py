@@ -65,9 +65,21 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
+class RebalanceCompleted:
+    """A fact for the edge's metrics: a rebalance ended with a new Stable generation."""
+
+    group_id: str
+    generation: int
+    members: int
+    duration_ms: int
+    """From the first PreparingRebalance to the leader's assignment."""
+
+
+@dataclass(frozen=True, slots=True)
 class Effects:
     records: tuple[Record, ...] = ()
     replies: tuple[Reply, ...] = ()
+    observations: tuple[RebalanceCompleted, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.records or self.replies)
@@ -79,6 +91,7 @@ class Outbox:
 
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
+    observations: list[RebalanceCompleted] = field(default_factory=list)
 
     def persist(self, record: Record) -> None:
         self.records.append(record)
@@ -88,7 +101,8 @@ class Outbox:
 
     def take(self) -> Effects:
         """Freeze and clear what was collected."""
-        effects = Effects(tuple(self.records), tuple(self.replies))
+        effects = Effects(tuple(self.records), tuple(self.replies), tuple(self.observations))
         self.records.clear()
         self.replies.clear()
+        self.observations.clear()
         return effects

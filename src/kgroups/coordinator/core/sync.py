@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.effects import RebalanceCompleted
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_group import RequestContext, SyncGroupRequest, SyncGroupResponse
 from kgroups.coordinator.core.states import GroupState
@@ -37,6 +38,15 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
             assignment = dict(req.assignments)
             rb.set_and_propagate_assignment(core, group, assignment)
             group.transition_to(GroupState.STABLE, core.now_ms)
+            if group.rebalance_started_ms is not None:
+                core.out.observations.append(
+                    RebalanceCompleted(
+                        group.group_id,
+                        group.generation_id,
+                        len(group.members),
+                        core.now_ms - group.rebalance_started_ms,
+                    )
+                )
             group.rebalance_started_ms = None
             rb.persist(core, group)
     elif group.state is GroupState.STABLE:
