@@ -264,6 +264,13 @@ def sidecar(
     session_timeout_ms: Annotated[int, typer.Option()] = 45_000,
     heartbeat_interval_ms: Annotated[int, typer.Option()] = 3_000,
     rebalance_timeout_ms: Annotated[int, typer.Option()] = 300_000,
+    metadata_max_age_ms: Annotated[
+        int,
+        typer.Option(
+            help="How often the leader checks the topics' partition counts "
+            "(metadata.max.age.ms); a change triggers a rebalance."
+        ),
+    ] = 300_000,
     revoke_timeout_ms: Annotated[
         int | None,
         typer.Option(
@@ -290,7 +297,8 @@ def sidecar(
             bootstrap, group, [t for t in topics.split(",") if t],
             assignors=[s for s in strategy.split(",") if s], instance_id=instance_id, rack=rack,
             session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms, listener=listener,
+            rebalance_timeout_ms=rebalance_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
+            listener=listener,
         )  # fmt: skip
 
     async def run() -> int:

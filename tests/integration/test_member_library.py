@@ -8,8 +8,11 @@ two members in one generation, and a member whose generation went stale cannot c
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from kgroups.admin import create_partitions
 from tests.integration.harness import (
     Coordinator,
     Member,
@@ -140,3 +143,26 @@ def test_a_member_with_a_stale_generation_cannot_commit(
     stale.send("commit 9")
     done = stale.wait_event("committed", after=mark)
     assert done["offset"] == 9
+
+
+@pytest.mark.parametrize("metadata_max_age_ms", [500, None], ids=["checked", "default-5min"])
+def test_the_leader_rebalances_when_a_topic_grows(
+    coordinator: Coordinator, members: list[Member], metadata_max_age_ms: int | None
+) -> None:
+    """Java's metadata snapshot check: new partitions get owners without anyone rejoining
+    (with the 5-minute default the growth is not noticed within the test: the control)."""
+    create_topic(coordinator, "grow", 2)
+    live = [
+        Member("kgroups", coordinator.bootstrap, "g", ["grow"], client_id=f"kg{i}",
+               session_timeout_ms=SESSION_MS, metadata_max_age_ms=metadata_max_age_ms)
+        for i in range(2)
+    ]  # fmt: skip
+    members.extend(live)
+    generation = wait_converged(live, {("grow", 0), ("grow", 1)}, 30)
+    grown = {("grow", p) for p in range(5)}
+    asyncio.run(create_partitions("127.0.0.1", coordinator.port, "grow", 5))
+    if metadata_max_age_ms is None:
+        with pytest.raises(AssertionError):
+            wait_converged(live, grown, 4)
+        return
+    assert wait_converged(live, grown, 15) > generation
