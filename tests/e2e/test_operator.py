@@ -202,3 +202,64 @@ def test_an_unreachable_coordinator_is_a_condition_and_a_retry(
                == "True", 45, "the Topic to recover", poll=0.5)  # fmt: skip
     wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
                45, "the group to recover", poll=0.5)  # fmt: skip
+
+
+def test_orphan_leaves_the_group_and_its_offsets_on_the_coordinator(
+    controlplane: ControlPlane,
+    coordinator: Coordinator,
+    operator: Operator,
+    namespace: str,
+    members: list[Member],
+) -> None:
+    cp, ns = controlplane, namespace
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    orphan = (
+        (EXAMPLES / "consumergroup.yaml")
+        .read_text()
+        .replace("deletionPolicy: Delete", "deletionPolicy: Orphan")
+    )
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=orphan)
+    wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
+               20, "the group registered", poll=0.2)  # fmt: skip
+    member = Member("kafka-python", coordinator.bootstrap, "billing", ["orders"],
+                    client_id="kp", session_timeout_ms=SESSION_MS)  # fmt: skip
+    members.append(member)
+    member.wait_event("assigned", timeout=30)
+    member.send("commit 7")
+    member.wait_event("committed", timeout=20)
+    wait_until(lambda: _cg(cp, ns)["status"].get("offsets"), 10, "offsets in status")
+    assert {o["offset"] for o in _cg(cp, ns)["status"]["offsets"]} == {7}
+
+    cp.kubectl("delete", "cg", "billing", "-n", ns, "--timeout=20s")  # no wait for Empty
+    assert _describe(coordinator, "billing").state == "Stable"
+    member.close()
+
+    async def offsets() -> dict[tuple[str, int], int]:
+        async with Admin("127.0.0.1", coordinator.port) as admin:
+            return await admin.committed_offsets("billing")
+
+    assert set(asyncio.run(offsets()).values()) == {7}
+
+
+def test_all_namespaces_follows_namespaces_created_after_it_started(
+    controlplane: ControlPlane, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    cp = controlplane
+    op = Operator(cp.kubeconfig, coordinator.bootstrap, tmp_path / "operator.log",
+                  "--all-namespaces")  # fmt: skip
+    try:
+        time.sleep(2)
+        for ns in ("late-a", "late-b"):
+            cp.kubectl("create", "namespace", ns)
+            cp.kubectl("apply", "-n", ns, "-f", "-",
+                       input=f"apiVersion: kgroups.io/v1alpha1\nkind: Topic\n"
+                       f"metadata: {{name: {ns}}}\nspec: {{partitions: 2}}\n")  # fmt: skip
+        for ns in ("late-a", "late-b"):
+            wait_until(lambda n=ns: cp.get("kt", n, n).get("status", {}).get("partitions") == 2,
+                       30, f"the Topic in {ns}", poll=0.2)  # fmt: skip
+    finally:
+        for ns in ("late-a", "late-b"):
+            cp.kubectl("delete", "kt", ns, "-n", ns, "--timeout=20s", check=False)
+        op.stop()
+        for ns in ("late-a", "late-b"):
+            cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
