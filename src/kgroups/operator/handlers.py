@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -57,7 +57,6 @@ class GroupMemo:
     rejected: tuple[dict[str, int | None], str] | None = None
     failures: int = 0
     next_try: float = 0.0
-    last_patch: dict[str, Any] = field(default_factory=dict)
 
 
 def _status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +69,26 @@ def _status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 def _apply_status(patch: kopf.Patch, old: dict[str, Any], new: dict[str, Any]) -> None:
     for key, value in _status_patch(old, new).items():
         patch.status[key] = value
+
+
+def _not_ready(
+    patch: kopf.Patch,
+    old: dict[str, Any],
+    reason: str,
+    message: str,
+    generation: int | None,
+    *,
+    observed: bool = True,
+) -> None:
+    """Patch Ready=False with `reason`, keeping the rest of the status as last seen."""
+    conditions = st.set_condition(
+        list(old.get("conditions") or []), "Ready", "False", reason, message,
+        generation=generation, now=_now(),
+    )  # fmt: skip
+    new = {**old, "conditions": conditions}
+    if observed:
+        new["observedGeneration"] = generation
+    _apply_status(patch, old, new)
 
 
 def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
@@ -112,37 +131,13 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
                 actual = topic.partitions
             else:
                 actual = existing
-        except CoordinatorUnreachable as exc:
-            new = {
-                **old,
-                "observedGeneration": generation,
-                "conditions": st.set_condition(
-                    conditions,
-                    "Ready",
-                    "False",
-                    "CoordinatorUnreachable",
-                    str(exc),
-                    generation=generation,
-                    now=_now(),
-                ),
-            }
-            _apply_status(patch, old, new)
-            raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
-        except AdminError as exc:
-            new = {
-                **old,
-                "observedGeneration": generation,
-                "conditions": st.set_condition(
-                    conditions,
-                    "Ready",
-                    "False",
-                    "CoordinatorRejected",
-                    str(exc),
-                    generation=generation,
-                    now=_now(),
-                ),
-            }
-            _apply_status(patch, old, new)
+        except (CoordinatorUnreachable, AdminError) as exc:
+            reason = (
+                "CoordinatorUnreachable"
+                if isinstance(exc, CoordinatorUnreachable)
+                else "CoordinatorRejected"
+            )
+            _not_ready(patch, old, reason, str(exc), generation)
             raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
         if actual > topic.partitions:
             ready = (
@@ -249,19 +244,7 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
         old = dict(status)
 
         def wait(reason: str, message: str) -> kopf.TemporaryError:
-            new = {
-                **old,
-                "conditions": st.set_condition(
-                    list(old.get("conditions") or []),
-                    "Ready",
-                    "False",
-                    reason,
-                    message,
-                    generation=meta.get("generation"),
-                    now=_now(),
-                ),
-            }
-            _apply_status(patch, old, new)
+            _not_ready(patch, old, reason, message, meta.get("generation"), observed=False)
             return kopf.TemporaryError(message, delay=min(backoff(retry + 1), 5.0))
 
         try:
