@@ -263,3 +263,31 @@ def test_all_namespaces_follows_namespaces_created_after_it_started(
         op.stop()
         for ns in ("late-a", "late-b"):
             cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_settings_the_coordinator_refuses_are_a_condition_until_fixed(
+    controlplane: ControlPlane, coordinator: Coordinator, operator: Operator, namespace: str
+) -> None:
+    cp, ns = controlplane, namespace
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    # Valid for the schema, but above the coordinator's own maximum session timeout.
+    bad = (
+        (EXAMPLES / "consumergroup.yaml")
+        .read_text()
+        .replace("minSessionTimeoutMs: 1000", "minSessionTimeoutMs: 2000000")
+    )
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=bad)
+    ready = wait_until(lambda: (c := condition(_cg(cp, ns), "Ready")) and
+                       c["reason"] == "InvalidSettings" and c, 20, "InvalidSettings")  # fmt: skip
+    assert "group.min.session.timeout.ms" in ready["message"]
+
+    async def configs() -> dict[str, str]:
+        async with Admin("127.0.0.1", coordinator.port) as admin:
+            return await admin.group_configs("billing")
+
+    assert asyncio.run(configs())["group.min.session.timeout.ms"] == "6000"  # nothing applied
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
+    wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
+               20, "the fixed settings applied", poll=0.2)  # fmt: skip
+    applied = asyncio.run(configs())
+    assert (applied["group.min.session.timeout.ms"], applied["group.max.size"]) == ("1000", "50")

@@ -208,6 +208,8 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
                 topics=await admin.topics(cg.topics) if cg.topics else await admin.topics(),
             )
         except (CoordinatorUnreachable, AdminError) as exc:
+            # Apply the settings again once it answers: it may have come back without them.
+            group_memo.applied = None
             group_memo.failures += 1
             group_memo.next_try = loop.time() + backoff(group_memo.failures)
             new = st.unreachable_status(old, str(exc), generation=generation, now=_now())
@@ -261,6 +263,8 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
             await admin.alter_group_configs(group_id, dict.fromkeys(SETTING_NAMES.values()))
         except CoordinatorUnreachable as exc:
             raise wait("CoordinatorUnreachable", str(exc)) from exc
+        except AdminError as exc:
+            raise wait("CoordinatorRejected", str(exc)) from exc
 
 
 async def _apply_settings(

@@ -30,6 +30,7 @@ def settings() -> kopf.OperatorSettings:
     s.watching.server_timeout = 60
     s.watching.client_timeout = 90
     s.execution.max_workers = 4
+    s.execution.default_backoff = 5  # unexpected errors; expected ones set their own delay
     s.posting.level = logging.WARNING  # handler chatter stays in logs; Events are ours
     s.networking.error_backoffs = [1, 2, 5, 10]
     return s
