@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kgroups.admin import GroupView, MemberView
 from kgroups.operator.handlers import _status_patch, backoff
-from kgroups.operator.status import GroupObservation, group_status, set_condition
+from kgroups.operator.status import (
+    MAX_MEMBERS,
+    MAX_OFFSETS,
+    GroupObservation,
+    group_status,
+    set_condition,
+)
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"
 
@@ -83,3 +90,20 @@ def test_fields_that_disappear_are_removed_by_the_patch() -> None:
 
 def test_backoff_doubles_up_to_a_cap() -> None:
     assert [backoff(n) for n in (1, 2, 3, 4, 10)] == [1, 2, 4, 8, 30]
+
+
+def test_a_huge_group_is_summarised_not_written_whole() -> None:
+    members = tuple(
+        MemberView(f"m{i:04d}", None, "c", "h", {"t": (i,)}) for i in range(MAX_MEMBERS + 50)
+    )
+    offsets = {("t", p): p for p in range(MAX_OFFSETS + 10)}
+    group = GroupView("g", "Stable", "consumer", "range", members, 1, "m0000")
+    status, _ = group_status({}, ["t"], GroupObservation(group, offsets, {"t": len(members)}),
+                             group_id="g", generation=1, now=T0)  # fmt: skip
+    assert len(status["members"]) == MAX_MEMBERS and status["membersTruncated"] is True
+    assert status["memberCount"] == MAX_MEMBERS + 50
+    assert status["partitions"]["summary"] == f"{len(members)}/{len(members)}"
+    assert len(status["offsets"]) == MAX_OFFSETS and status["offsetsTruncated"] is True
+    assert len(json.dumps(status)) < 500_000
+    small, _ = _status({}, _group())
+    assert "membersTruncated" not in small and "offsetsTruncated" not in small

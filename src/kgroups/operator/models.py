@@ -278,12 +278,24 @@ class ConsumerGroupStatus(_Model):
     )
     leader: str | None = Field(default=None, description="The leader's member id.")
     memberCount: int | None = Field(default=None, ge=0, description="Members in the group.")
-    members: list[Member] = Field(default_factory=list, description="Members and their partitions.")
+    members: list[Member] = Field(
+        default_factory=list,
+        description="Members and their partitions, by member id; at most the first 200 "
+        "(memberCount counts them all; membersTruncated says when some are left out).",
+    )
+    membersTruncated: bool | None = Field(
+        default=None, description="True when members lists only part of the group."
+    )
     partitions: PartitionCount | None = Field(
         default=None, description="Assigned against total partitions of spec.topics."
     )
     offsets: list[CommittedOffset] = Field(
-        default_factory=list, description="Committed offsets per partition."
+        default_factory=list,
+        description="Committed offsets per partition, by topic and partition; at most the "
+        "first 2000 (offsetsTruncated says when some are left out).",
+    )
+    offsetsTruncated: bool | None = Field(
+        default=None, description="True when offsets lists only part of the committed offsets."
     )
     lastRebalanceTime: str | None = Field(
         default=None,

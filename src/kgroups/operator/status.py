@@ -15,6 +15,10 @@ from typing import Any
 from kgroups.admin import GroupView
 
 REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
+MAX_MEMBERS = 200
+MAX_OFFSETS = 2000
+"""Status lists are capped: an object must stay well under etcd's 1.5 MB limit however
+large the group, or every status write would fail. Counts stay exact."""
 
 
 def set_condition(
@@ -78,7 +82,11 @@ def group_status(
                 {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(m.assignment.items())
             ],
         }
-        for m in sorted(g.members, key=lambda m: m.member_id)
+        for m in sorted(g.members, key=lambda m: m.member_id)[:MAX_MEMBERS]
+    ]
+    offsets = [
+        {"topic": t, "partition": p, "offset": o}
+        for (t, p), o in sorted(seen.offsets.items())[:MAX_OFFSETS]
     ]
     counted = spec_topics or sorted({t for m in g.members for t in m.assignment})
     total = sum(seen.topics.get(t, 0) for t in counted)
@@ -99,14 +107,14 @@ def group_status(
         "leader": g.leader,
         "memberCount": len(g.members),
         "members": members,
+        "membersTruncated": True if len(g.members) > MAX_MEMBERS else None,
         "partitions": {
             "assigned": len(owned),
             "total": total,
             "summary": f"{len(owned)}/{total}",
         },
-        "offsets": [
-            {"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(seen.offsets.items())
-        ],
+        "offsets": offsets,
+        "offsetsTruncated": True if len(seen.offsets) > MAX_OFFSETS else None,
     }
     event = None
     if g.generation >= 0:
