@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import queue
 import sys
 import threading
@@ -257,6 +258,10 @@ def main() -> None:
     if args.client == "kafka-python":
         run_kafka_python(args)
     elif args.client == "kgroups":
+        # Why the member rejoined goes to stderr, which the harness shows on a failure.
+        logging.basicConfig(
+            stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+        )
         asyncio.run(run_kgroups(args))
     else:
         asyncio.run(run_aiokafka(args))

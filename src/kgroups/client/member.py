@@ -556,6 +556,8 @@ class GroupMember:
             try:
                 response = await self._link.request(body, timeout=max(self.heartbeat_interval, 1.0))
             except CoordinatorUnavailable as exc:
+                if self._stale_heartbeat(body):
+                    return
                 if (
                     self._last_heartbeat_ok is not None
                     and sent - self._last_heartbeat_ok > lost_after
@@ -572,6 +574,24 @@ class GroupMember:
                     return
                 continue
             code = response.error_code
+            if self._stale_heartbeat(body):
+                # Java's generationUnchanged(): the member moved on while this answer was in
+                # flight (a rejoin started; Python 3.11's wait_for can even swallow the
+                # cancellation). Acting on it would reset the new generation or force one
+                # more rebalance.
+                log.debug(
+                    "%s: ignoring heartbeat answer %s for an old generation",
+                    self.group_id,
+                    code.name,
+                )
+                return
+            if code is not ErrorCode.none:
+                log.info(
+                    "%s: heartbeat of generation %d answered %s",
+                    self.group_id,
+                    body.generation_id,
+                    code.name,
+                )
             if code is ErrorCode.none:
                 self._last_heartbeat_ok = sent
             elif code is ErrorCode.rebalance_in_progress:
@@ -596,6 +616,15 @@ class GroupMember:
                 await self._link.reset()
             else:
                 log.warning("%s: heartbeat answered %s", self.group_id, code.name)
+
+    def _stale_heartbeat(self, sent: Any) -> bool:
+        """Whether a heartbeat answer belongs to a generation this member has left."""
+        return (
+            self.state != "stable"
+            or self._rejoin_needed.is_set()
+            or asyncio.current_task() is not self._heartbeat_task
+            or (sent.generation_id, sent.member_id) != (self.generation, self.member_id)
+        )
 
     async def _partitions_changed(self) -> bool:
         """Leader only: rejoin when a subscribed topic's partition count moved since the
