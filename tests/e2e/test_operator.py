@@ -9,6 +9,7 @@ coordinator.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,14 @@ def _describe(coordinator: Coordinator, group: str) -> Any:
     async def go() -> Any:
         async with Admin("127.0.0.1", coordinator.port) as admin:
             return await admin.describe_group(group)
+
+    return asyncio.run(go())
+
+
+def _topics(coordinator: Coordinator) -> dict[str, int]:
+    async def go() -> dict[str, int]:
+        async with Admin("127.0.0.1", coordinator.port) as admin:
+            return await admin.topics()
 
     return asyncio.run(go())
 
@@ -164,11 +173,7 @@ def test_bad_specs_are_refused_by_the_api_server_and_reach_nothing(
     wait_until(lambda: cp.get("kt", "t1", ns).get("status", {}).get("partitions") == 3, 20,
                "t1 created with 3 partitions", poll=0.2)  # fmt: skip
 
-    async def topics() -> dict[str, int]:
-        async with Admin("127.0.0.1", coordinator.port) as admin:
-            return await admin.topics()
-
-    assert asyncio.run(topics()) == {"t1": 3}
+    assert _topics(coordinator) == {"t1": 3}
 
 
 def test_a_group_for_a_missing_topic_says_so_until_the_topic_exists(
@@ -202,6 +207,24 @@ def test_an_unreachable_coordinator_is_a_condition_and_a_retry(
                == "True", 45, "the Topic to recover", poll=0.5)  # fmt: skip
     wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
                45, "the group to recover", poll=0.5)  # fmt: skip
+
+
+def test_a_coordinator_that_lost_its_data_gets_its_topics_back(
+    controlplane: ControlPlane, coordinator: Coordinator, operator: Operator, namespace: str
+) -> None:
+    """The coordinator comes back on an empty volume: the operator's periodic check
+    creates the Topic again, with nobody touching it and no operator restart."""
+    cp, ns = controlplane, namespace
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    wait_until(lambda: (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status")
+               == "True", 20, "the Topic to be Ready", poll=0.2)  # fmt: skip
+    assert _topics(coordinator) == {"orders": 6}
+    coordinator.kill()
+    shutil.rmtree(coordinator.data_dir)
+    coordinator.start()
+    wait_until(lambda: _topics(coordinator) == {"orders": 6}, 20, "the topic to be re-created",
+               poll=0.5)  # fmt: skip
+    assert (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status") == "True"
 
 
 def test_orphan_leaves_the_group_and_its_offsets_on_the_coordinator(

@@ -2,7 +2,8 @@
 
 The coordinator stays Kubernetes-agnostic: everything here goes through the Kafka admin
 protocol (`kgroups.admin.Admin`, one shared connection). Topics are created or grown when
-their spec changes. Each ConsumerGroup is polled by a one-second timer that applies its
+their spec changes, and checked every five seconds so a coordinator that lost its data gets
+them back. Each ConsumerGroup is polled by a one-second timer that applies its
 settings when they changed and mirrors the live group into `.status`, writing only when
 something differs, and posting a Rebalanced event when the generation moves. Deletion goes
 through a finalizer: a `Delete` group is removed from the coordinator once it is Empty,
@@ -37,12 +38,18 @@ SETTING_NAMES = {
 """ConsumerGroup spec.settings field -> the coordinator's per-group config name."""
 MAX_BACKOFF_S = 30.0
 POLL_INTERVAL_S = 1.0
+TOPIC_CHECK_S = 5.0
+"""How often each Topic is checked against the coordinator (one Metadata request)."""
 MIRROR_ID = "group-status"
 
 
 def backoff(failures: int) -> float:
     """Seconds to wait after `failures` consecutive failures: 1, 2, 4, ... up to 30."""
     return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
+
+
+def _not_deleting(meta: kopf.Meta, **_: Any) -> bool:
+    return not meta.get("deletionTimestamp")
 
 
 def _now() -> str:
@@ -116,46 +123,31 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
         retry: int,
         **_: Any,
     ) -> None:
-        topic = TopicSpec.model_validate(dict(spec))
-        topic_name = topic.topicName or name
-        generation = meta.get("generation")
-        old = dict(status)
-        conditions = list(old.get("conditions") or [])
-        try:
-            existing = (await admin.topics([topic_name])).get(topic_name)
-            if existing is None:
-                await admin.create_topic(topic_name, topic.partitions)
-                actual = topic.partitions
-            elif existing < topic.partitions:
-                await admin.create_partitions(topic_name, topic.partitions)
-                actual = topic.partitions
-            else:
-                actual = existing
-        except (CoordinatorUnreachable, AdminError) as exc:
-            reason = (
-                "CoordinatorUnreachable"
-                if isinstance(exc, CoordinatorUnreachable)
-                else "CoordinatorRejected"
-            )
-            _not_ready(patch, old, reason, str(exc), generation)
-            raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
-        if actual > topic.partitions:
-            ready = (
-                "False",
-                "MorePartitionsOnCoordinator",
-                f"the coordinator has {actual} partitions; Kafka cannot shrink a topic",
-            )
-        else:
-            ready = ("True", "Created", f"{actual} partitions")
-        new = {
-            "observedGeneration": generation,
-            "topicName": topic_name,
-            "partitions": actual,
-            "conditions": st.set_condition(
-                conditions, "Ready", *ready, generation=generation, now=_now()
-            ),
-        }
-        _apply_status(patch, old, new)
+        problem = await _ensure_topic(admin, spec, name, meta, status, patch)
+        if problem is not None:
+            raise kopf.TemporaryError(problem, delay=backoff(retry + 1))
+
+    @kopf.timer(
+        API_GROUP,
+        API_VERSION,
+        "topics",
+        id="topic-check",
+        interval=TOPIC_CHECK_S,
+        initial_delay=TOPIC_CHECK_S,
+        when=_not_deleting,
+        registry=registry,
+    )
+    async def check_topic(
+        spec: kopf.Spec,
+        name: str,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        **_: Any,
+    ) -> None:
+        """A coordinator that came back without its data (a lost volume) gets its topics
+        again without anyone touching the Topic; the status says so if it cannot."""
+        await _ensure_topic(admin, spec, name, meta, status, patch)
 
     @kopf.on.delete(API_GROUP, API_VERSION, "topics", id="topic-delete", registry=registry)
     async def delete_topic(spec: kopf.Spec, name: str, retry: int, **_: Any) -> None:
@@ -169,9 +161,6 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
             raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
 
     # --- ConsumerGroups -----------------------------------------------------------------
-
-    def _not_deleting(meta: kopf.Meta, **_: Any) -> bool:
-        return not meta.get("deletionTimestamp")
 
     @kopf.timer(
         API_GROUP,
@@ -265,6 +254,69 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
             raise wait("CoordinatorUnreachable", str(exc)) from exc
         except AdminError as exc:
             raise wait("CoordinatorRejected", str(exc)) from exc
+
+
+async def _ensure_topic(
+    admin: Admin,
+    spec: kopf.Spec,
+    name: str,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    patch: kopf.Patch,
+) -> str | None:
+    """Create or grow the topic on the coordinator and patch the Topic's status; returns
+    what went wrong (already in the status) or None."""
+    topic = TopicSpec.model_validate(dict(spec))
+    topic_name = topic.topicName or name
+    generation = meta.get("generation")
+    old = dict(status)
+    try:
+        existing = (await admin.topics([topic_name])).get(topic_name)
+        if existing is None:
+            await _create_topic(admin, topic_name, topic.partitions)
+            actual = topic.partitions
+        elif existing < topic.partitions:
+            await admin.create_partitions(topic_name, topic.partitions)
+            actual = topic.partitions
+        else:
+            actual = existing
+    except (CoordinatorUnreachable, AdminError) as exc:
+        reason = (
+            "CoordinatorUnreachable"
+            if isinstance(exc, CoordinatorUnreachable)
+            else "CoordinatorRejected"
+        )
+        _not_ready(patch, old, reason, str(exc), generation)
+        return str(exc)
+    if actual > topic.partitions:
+        ready = (
+            "False",
+            "MorePartitionsOnCoordinator",
+            f"the coordinator has {actual} partitions; Kafka cannot shrink a topic",
+        )
+    else:
+        ready = ("True", "Created", f"{actual} partitions")
+    conditions = list(old.get("conditions") or [])
+    new = {
+        "observedGeneration": generation,
+        "topicName": topic_name,
+        "partitions": actual,
+        "conditions": st.set_condition(
+            conditions, "Ready", *ready, generation=generation, now=_now()
+        ),
+    }
+    _apply_status(patch, old, new)
+    return None
+
+
+async def _create_topic(admin: Admin, name: str, partitions: int) -> None:
+    """Create a topic; losing a race with another creator (the change handler and the
+    periodic check) is not an error."""
+    try:
+        await admin.create_topic(name, partitions)
+    except AdminError as exc:
+        if exc.code is not ErrorCode.topic_already_exists:
+            raise
 
 
 async def _apply_settings(
