@@ -24,7 +24,7 @@ from kio.schema.sync_group.v5 import response as sync_resp
 
 from kgroups.protocol.build import build
 from kgroups.protocol.client import encode_request
-from kgroups.protocol.frames import reader_for
+from kgroups.protocol.tags import reader_for
 
 SIZE = struct.Struct(">i")
 

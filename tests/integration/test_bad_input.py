@@ -36,6 +36,7 @@ from kio.schema.heartbeat.v4 import response as hb_response
 from kio.schema.join_group.v3 import request as jg3
 from kio.schema.join_group.v5 import request as jg5
 from kio.schema.join_group.v9 import request as jg9
+from kio.schema.join_group.v9 import response as jg9_response
 from kio.schema.leave_group.v5 import request as lg
 from kio.schema.metadata.v12 import request as md
 from kio.schema.metadata.v12 import response as md_response
@@ -48,7 +49,7 @@ from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class
 from kgroups.protocol.build import build
 from kgroups.protocol.client import KafkaConnection, encode_request
 from kgroups.protocol.errors import ErrorCode
-from kgroups.protocol.frames import reader_for
+from kgroups.protocol.tags import reader_for, write_uvarint
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, wait_until
 
@@ -571,6 +572,34 @@ def test_a_well_framed_request_whose_body_does_not_decode_closes_the_connection(
     finally:
         sock.close()
     wait_for_log(shared, f"closing connection from {peer}: {reason}")
+    healthy.check()
+
+
+def test_unknown_tagged_fields_from_a_newer_client_are_skipped_not_fatal(
+    shared: Coordinator, healthy: Healthy
+) -> None:
+    """KIP-482: a reader skips tags it does not know, in the header and in the body."""
+    body = build(
+        jg9.JoinGroupRequest,
+        {"group_id": "tagged", "session_timeout": 6000, "rebalance_timeout": 6000,
+         "member_id": "", "protocol_type": "consumer",
+         "protocols": [{"name": "range", "metadata": subscription("t")}]},
+    )  # fmt: skip
+    plain = encode_request(body, correlation_id=71, client_id="newer-client")[4:]
+    header_end = struct.calcsize(">hhih") + len(b"newer-client")
+    assert plain[header_end] == 0 and plain[-1] == 0  # the two empty tagged-field sections
+    unknown = write_uvarint(1) + write_uvarint(9998) + write_uvarint(2) + b"\xab\xcd"
+    payload = plain[:header_end] + unknown + plain[header_end + 1 : -1] + unknown
+    sock = open_socket(shared.port)
+    try:
+        sock.sendall(frame(payload))
+        answer = read_frame(sock)
+    finally:
+        sock.close()
+    assert correlation_id_of(answer) == 71
+    joined = reader_for(jg9_response.JoinGroupResponse)(memoryview(answer), 5)[0]
+    assert joined.error_code is E.member_id_required
+    assert joined.member_id.startswith("newer-client-")
     healthy.check()
 
 

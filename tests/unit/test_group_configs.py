@@ -14,7 +14,8 @@ from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.wire import encode
 from kgroups.protocol.apis import response_class
 from kgroups.protocol.errors import ErrorCode
-from kgroups.protocol.frames import reader_for, writer_for
+from kgroups.protocol.frames import writer_for
+from kgroups.protocol.tags import reader_for
 from tests.core_context import CoreContext
 
 E = ErrorCode

@@ -26,7 +26,8 @@ from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class, response_cla
 from kgroups.protocol.build import build
 from kgroups.protocol.client import encode_request
 from kgroups.protocol.errors import ErrorCode
-from kgroups.protocol.frames import parse_request, reader_for, writer_for
+from kgroups.protocol.frames import parse_request, writer_for
+from kgroups.protocol.tags import reader_for
 
 E = ErrorCode
 TID = uuid.UUID(int=77)

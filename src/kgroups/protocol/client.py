@@ -14,7 +14,8 @@ import itertools
 from typing import Any
 
 from kgroups.protocol.extensions import RESPONSES
-from kgroups.protocol.frames import SIZE, reader_for, writer_for
+from kgroups.protocol.frames import SIZE, skip_tagged_fields, writer_for
+from kgroups.protocol.tags import read_entity
 
 
 class ConnectionClosed(ConnectionError):
@@ -90,10 +91,11 @@ class KafkaConnection:
                 correlation_id = int.from_bytes(frame[:4], "big", signed=True)
                 response_cls, future = self._waiting.pop(correlation_id)
                 offset = 4
+                view = memoryview(frame)
                 api_key = int(response_cls.__api_key__)  # type: ignore[attr-defined]
                 if response_cls.__flexible__ and api_key != 18:  # type: ignore[attr-defined]
-                    offset += 1  # empty tagged fields of response header v1
-                body, _ = reader_for(response_cls)(memoryview(frame), offset)
+                    offset = skip_tagged_fields(view, offset)  # response header v1
+                body = read_entity(response_cls, view, offset)
                 if not future.done():
                     future.set_result(body)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:

@@ -33,7 +33,8 @@ from kio.schema.consumer_protocol_subscription import v2 as s2
 from kio.schema.consumer_protocol_subscription import v3 as s3
 
 from kgroups.protocol.build import build
-from kgroups.protocol.frames import reader_for, writer_for
+from kgroups.protocol.frames import writer_for
+from kgroups.protocol.tags import reader_for
 
 PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_VERSION = 3

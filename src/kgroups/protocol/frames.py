@@ -8,7 +8,8 @@ response header is always v0 so that a client can read it before it knows our ve
 
 Parsing never trusts the input: an unknown API or version is reported with the
 correlation id (the caller answers UNSUPPORTED_VERSION); anything that does not decode
-raises `MalformedFrame` (the caller closes that connection).
+raises `MalformedFrame` (the caller closes that connection). Tagged fields we do not
+know are skipped, as Kafka's readers do (`tags`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class, response_class
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.tags import read_entity, read_uvarint
 
 SIZE = struct.Struct(">i")
 _FIXED = struct.Struct(">hhi")
@@ -53,24 +55,12 @@ class Request:
     body: Any
 
 
-def _read_uvarint(buf: memoryview, offset: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if offset >= len(buf) or shift > 28:
-            raise MalformedFrame("bad unsigned varint")
-        byte = buf[offset]
-        offset += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, offset
-        shift += 7
-
-
-def _skip_tagged_fields(buf: memoryview, offset: int) -> int:
-    count, offset = _read_uvarint(buf, offset)
+def skip_tagged_fields(buf: memoryview, offset: int) -> int:
+    """The offset after a tagged-fields section (a header's, whose tags we never use)."""
+    count, offset = read_uvarint(buf, offset)
     for _ in range(count):
-        _, offset = _read_uvarint(buf, offset)
-        size, offset = _read_uvarint(buf, offset)
+        _, offset = read_uvarint(buf, offset)
+        size, offset = read_uvarint(buf, offset)
         offset += size
         if offset > len(buf):
             raise MalformedFrame("tagged field runs past the frame")
@@ -85,15 +75,7 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return key, version, correlation_id
 
 
-_READERS: dict[type, Any] = {}
 _WRITERS: dict[type, Any] = {}
-
-
-def reader_for(cls: type) -> Any:
-    reader = _READERS.get(cls)
-    if reader is None:
-        reader = _READERS[cls] = entity_reader(cls)
-    return reader
 
 
 def writer_for(cls: type) -> Any:
@@ -122,8 +104,8 @@ def parse_request(frame: bytes) -> Request:
             client_id = bytes(buf[offset : offset + length]).decode("utf-8")
             offset += length
         if cls.__flexible__:  # type: ignore[attr-defined]
-            offset = _skip_tagged_fields(buf, offset)
-        body, _ = reader_for(cls)(buf, offset)
+            offset = skip_tagged_fields(buf, offset)
+        body = read_entity(cls, buf, offset)
     except MalformedFrame:
         raise
     except Exception as exc:  # kio raises many types on bad input; all mean "malformed"
