@@ -10,6 +10,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_FLAGS ?= -q
+# The simulations replay a seed only with the same string hashing (set iteration order).
+export PYTHONHASHSEED ?= 0
 
 .PHONY: install lint test test-unit test-sim test-integration test-e2e e2e-kind crds controlplane demo bench bench-heartbeats bench-rebalance bench-assignors kafka clean
 

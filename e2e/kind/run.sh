@@ -69,6 +69,12 @@ wait_for 60 "6/6 assigned and Ready" is cg/billing \
   '{.status.partitions.summary}/{.status.conditions[?(@.type=="Ready")].status}' "6/6/True"
 kubectl get cg -n kgroups
 generation="$(jp cg/billing '{.status.generation}')"
+step "the group stays Stable with all 4 members for 3 session timeouts (12 s)"
+for _ in $(seq 24); do
+  state="$(jp cg/billing '{.status.state}/{.status.memberCount}/{.status.generation}/{.status.partitions.summary}')"
+  [ "$state" = "Stable/4/$generation/6/6" ] || { step "FAILED: the group moved: $state"; kubectl get cg,pods -A >&2; exit 1; }
+  sleep 0.5
+done
 step "a member pod killed: a new generation"
 pod="$(kubectl get pods -n kgroups -l app=billing-members -o jsonpath='{.items[0].metadata.name}')"
 kubectl delete pod -n kgroups "$pod" --grace-period=0 --force

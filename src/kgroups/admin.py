@@ -9,7 +9,6 @@ functions are one-shot conveniences for the CLI.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,12 +24,13 @@ from kio.schema.metadata.v12 import request as md
 from kio.schema.offset_fetch.v8 import request as of
 
 from kgroups.protocol.build import build
-from kgroups.protocol.client import KafkaConnection
+from kgroups.protocol.client import CoordinatorUnavailable, ReconnectingConnection, fixed
 from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupState
 
 TIMEOUT_MS = 30_000
-GROUP_RESOURCE = 32
+GROUP_RESOURCE = GROUP_RESOURCE_TYPE
 """ConfigResource.Type.GROUP (KIP-848): per-group configs through (Incremental)AlterConfigs."""
 SET, DELETE = 0, 1
 """IncrementalAlterConfigs operations."""
@@ -42,10 +42,6 @@ class AdminError(RuntimeError):
     def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(f"{code.name}: {message or 'no message'}")
         self.code = code
-
-
-class CoordinatorUnreachable(ConnectionError):
-    """The coordinator could not be reached (or the connection broke mid-request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +67,7 @@ class GroupView:
 
     @property
     def exists(self) -> bool:
-        return self.state != "Dead"
+        return self.state != GroupState.DEAD.value
 
 
 def _check(code: ErrorCode, message: str | None = None) -> None:
@@ -92,9 +88,10 @@ class Admin:
     """A reconnecting admin client for one coordinator address."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "kgroups-admin") -> None:
-        self.host, self.port, self._client_id = host, port, client_id
-        self._conn: KafkaConnection | None = None
-        self._lock = asyncio.Lock()
+        self.host, self.port = host, port
+        self._conn = ReconnectingConnection(
+            fixed(host, port), client_id=client_id, timeout=TIMEOUT_MS / 1000 + 5
+        )
 
     async def __aenter__(self) -> Admin:
         return self
@@ -103,25 +100,15 @@ class Admin:
         await self.close()
 
     async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.close()
+        await self._conn.close()
 
-    async def request(self, body: Any, timeout: float = 35.0) -> Any:
-        """Send one request; any connection failure becomes CoordinatorUnreachable."""
+    async def request(self, body: Any, timeout: float | None = None) -> Any:
+        """Send one request; any connection failure becomes CoordinatorUnavailable."""
         try:
-            async with self._lock:
-                if self._conn is None:
-                    self._conn = await asyncio.wait_for(
-                        KafkaConnection.open(self.host, self.port, client_id=self._client_id),
-                        timeout=5.0,
-                    )
-                conn = self._conn
-            return await asyncio.wait_for(conn.request(body), timeout=timeout)
-        except (OSError, TimeoutError) as exc:
-            await self.close()
-            raise CoordinatorUnreachable(
-                f"coordinator {self.host}:{self.port} unreachable: {exc or type(exc).__name__}"
+            return await self._conn.request(body, timeout=timeout)
+        except CoordinatorUnavailable as exc:
+            raise CoordinatorUnavailable(
+                f"coordinator {self.host}:{self.port} unreachable: {exc}"
             ) from exc
 
     # --- topics ---------------------------------------------------------------------------
@@ -170,7 +157,7 @@ class Admin:
         req = build(dgr.DescribeGroupsRequest, {"groups": [group_id]})
         g = (await self.request(req)).groups[0]
         if g.error_code is ErrorCode.group_id_not_found:
-            return GroupView(group_id, "Dead", "", "")
+            return GroupView(group_id, GroupState.DEAD.value, "", "")
         _check(g.error_code)
         members = tuple(
             MemberView(

@@ -21,6 +21,7 @@ import typer
 from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topic_app = typer.Typer(no_args_is_help=True, help="Create, list and delete topics.")
@@ -53,18 +54,18 @@ def coordinator(
         typer.Option(help="Serve Prometheus metrics at http://HOST:PORT/metrics."),
     ] = None,
     initial_rebalance_delay_ms: Annotated[
-        int, typer.Option(help="group.initial.rebalance.delay.ms")
-    ] = 3000,
+        int, typer.Option(help=GroupConfig.INITIAL_REBALANCE_DELAY_MS)
+    ] = COORDINATOR.initial_rebalance_delay_ms,
     min_session_timeout_ms: Annotated[
-        int, typer.Option(help="group.min.session.timeout.ms")
-    ] = 6000,
+        int, typer.Option(help=GroupConfig.MIN_SESSION_TIMEOUT_MS)
+    ] = COORDINATOR.min_session_timeout_ms,
     max_session_timeout_ms: Annotated[
-        int, typer.Option(help="group.max.session.timeout.ms")
-    ] = 1_800_000,
-    max_group_size: Annotated[int, typer.Option(help="group.max.size")] = 2**31 - 1,
+        int, typer.Option(help=GroupConfig.MAX_SESSION_TIMEOUT_MS)
+    ] = COORDINATOR.max_session_timeout_ms,
+    max_group_size: Annotated[int, typer.Option(help=GroupConfig.MAX_SIZE)] = COORDINATOR.max_size,
     offsets_retention_minutes: Annotated[
-        int, typer.Option(help="offsets.retention.minutes")
-    ] = 10_080,
+        int, typer.Option(help=GroupConfig.OFFSETS_RETENTION_MINUTES)
+    ] = COORDINATOR.offsets_retention_minutes,
     auto_create_topics: Annotated[
         bool, typer.Option(help="Create unknown topics on Metadata requests that allow it.")
     ] = False,
@@ -261,23 +262,31 @@ def sidecar(
     ] = "range,cooperative-sticky",
     instance_id: Annotated[str | None, typer.Option(help="group.instance.id (static).")] = None,
     rack: Annotated[str | None, typer.Option(help="client.rack")] = None,
-    session_timeout_ms: Annotated[int, typer.Option()] = 45_000,
-    heartbeat_interval_ms: Annotated[int, typer.Option()] = 3_000,
-    rebalance_timeout_ms: Annotated[int, typer.Option()] = 300_000,
+    session_timeout_ms: Annotated[int, typer.Option()] = MEMBER.session_timeout_ms,
+    heartbeat_interval_ms: Annotated[int, typer.Option()] = MEMBER.heartbeat_interval_ms,
+    rebalance_timeout_ms: Annotated[int, typer.Option()] = MEMBER.rebalance_timeout_ms,
     metadata_max_age_ms: Annotated[
         int,
         typer.Option(
             help="How often the leader checks the topics' partition counts "
             "(metadata.max.age.ms); a change triggers a rebalance."
         ),
-    ] = 300_000,
+    ] = MEMBER.metadata_max_age_ms,
     revoke_timeout_ms: Annotated[
         int | None,
         typer.Option(
-            help="Longest wait for POST /revoked (default: rebalance timeout less "
-            "5 s with --http, 1 s without)."
+            help="Release revoked partitions after this long without POST /revoked "
+            "(default with --http: wait for the acknowledgement, heartbeating meanwhile; "
+            "past the rebalance timeout they are reported lost. Without --http: 1 s)."
         ),
     ] = None,
+    close_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            help="On SIGTERM, wait at most this long for POST /revoked before leaving "
+            "the group (the application may be shutting down too; Kafka's close timeout)."
+        ),
+    ] = 10_000,
     log_level: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """Run a group member for an application in another process (file and HTTP API)."""
@@ -289,8 +298,8 @@ def sidecar(
     if assignment_file is None and http is None:
         raise typer.BadParameter("give --assignment-file, --http or both")
     address = parse_address(http) if http is not None else None
-    if revoke_timeout_ms is None:
-        revoke_timeout_ms = max(rebalance_timeout_ms - 5000, 1000) if http else 1000
+    if revoke_timeout_ms is None and http is None:
+        revoke_timeout_ms = 1000
 
     def make_member(listener: Sidecar) -> GroupMember:
         return GroupMember(
@@ -306,8 +315,9 @@ def sidecar(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        revoke = None if revoke_timeout_ms is None else revoke_timeout_ms / 1000
         car = Sidecar(make_member, assignment_file=assignment_file, http=address,
-                      revoke_timeout=revoke_timeout_ms / 1000)  # fmt: skip
+                      revoke_timeout=revoke, close_timeout=close_timeout_ms / 1000)  # fmt: skip
         return await car.run(stop)
 
     try:

@@ -63,6 +63,17 @@ def _cg(cp: ControlPlane, ns: str) -> dict[str, Any]:
     return cp.get("cg", "billing", ns)
 
 
+def holds(ready: Any, generation: int, sessions: int = 3) -> None:
+    """The group stays Stable with every member, in one generation, for `sessions`
+    session timeouts: checked throughout, not caught passing through once."""
+    end = time.monotonic() + sessions * SESSION_MS / 1000
+    while time.monotonic() < end:
+        cg = ready()
+        assert cg is not None, "the group left Stable with every member"
+        assert cg["status"]["generation"] == generation, "the group rebalanced meanwhile"
+        time.sleep(0.5)
+
+
 def test_lifecycle_from_kubectl_to_the_coordinator_and_back(
     controlplane: ControlPlane,
     coordinator: Coordinator,
@@ -101,6 +112,7 @@ def test_lifecycle_from_kubectl_to_the_coordinator_and_back(
         return cg if ok else None
 
     cg = wait_until(lambda: ready_with(4, "6/6"), 40, "4 members owning 6/6")
+    holds(lambda: ready_with(4, "6/6"), cg["status"]["generation"])
     status = cg["status"]
     assert status["state"] == "Stable"
     assert status["protocol"] == "range"
@@ -127,6 +139,7 @@ def test_lifecycle_from_kubectl_to_the_coordinator_and_back(
     assert cg["status"]["generation"] > generation
     elapsed = time.monotonic() - killed_at
     assert elapsed <= SESSION_MS / 1000 + 2 + 1.5, elapsed  # + the initial delay
+    holds(lambda: ready_with(3, "6/6"), cg["status"]["generation"])
     assert cg["status"]["rebalances"] >= 2
     assert cg["status"]["lastRebalanceTime"]
 

@@ -9,6 +9,7 @@ object per line on stdout:
     {"event": "committed", "offset": 42, "partitions": [...]}   (after a "commit N" command)
     {"event": "commit_failed", "error": "..."}
     {"event": "closed"}
+    {"event": "lost", "partitions": [...]}, {"event": "failed", "error": "..."}  (kgroups)
 
 Commands on stdin: `commit N` (commit offset N for every assigned partition) and `close`
 (leave the group cleanly).
@@ -222,11 +223,18 @@ async def run_kgroups(args: argparse.Namespace) -> None:
         listener=Listener(),
     )
     await member.start()
+
+    async def report_failure() -> None:
+        error = await member.wait_failed()
+        emit(event="failed", error=repr(error), code=getattr(error.code, "name", None))
+
+    tasks = {asyncio.create_task(report_failure())}  # a reference keeps it alive
     commands = stdin_commands()
     loop = asyncio.get_running_loop()
     while True:
         command = await loop.run_in_executor(None, commands.get)
         if command == "close":
+            tasks.pop().cancel()
             await member.close()
             emit(event="closed")
             return

@@ -122,8 +122,9 @@ async def test_stale_generation_cannot_commit_and_member_keeps_its_id(
     """A member that missed a rebalance (long heartbeat interval) is expelled after the
     rebalance timeout; its commit is rejected, not silently accepted."""
     slow = new_member(
-        server, assignors=["range"], heartbeat_interval_ms=60_000, rebalance_timeout_ms=600
-    )
+        server, assignors=["range"], heartbeat_interval_ms=20_000, session_timeout_ms=30_000,
+        rebalance_timeout_ms=600,
+    )  # fmt: skip
     await slow.start(timeout=10)
     await slow.commit({TopicPartition("t", 0): 10})
     other = new_member(server, assignors=["range"], rebalance_timeout_ms=600)

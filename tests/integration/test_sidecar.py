@@ -40,16 +40,17 @@ def http(address: str, method: str, path: str, body: Any = None) -> tuple[int, A
 
 
 class SidecarProcess:
-    def __init__(self, coordinator: Coordinator, name: str, strategy: str, tmp: Path) -> None:
+    def __init__(self, coordinator: Coordinator, name: str, strategy: str, tmp: Path,
+                 timeouts: tuple[str, ...] = ("--session-timeout-ms", "4000",
+                                              "--heartbeat-interval-ms", "300",
+                                              "--rebalance-timeout-ms", "15000")) -> None:  # fmt: skip
         self.name = name
         self.file = tmp / f"{name}.json"
         self.proc = subprocess.Popen(
             [
                 PYTHON, "-m", "kgroups", "sidecar", "--bootstrap", coordinator.bootstrap,
                 "--group", "apps", "--topics", "jobs", "--strategy", strategy,
-                "--assignment-file", str(self.file), "--http", "127.0.0.1:0",
-                "--session-timeout-ms", "4000", "--heartbeat-interval-ms", "300",
-                "--rebalance-timeout-ms", "15000",
+                "--assignment-file", str(self.file), "--http", "127.0.0.1:0", *timeouts,
             ],
             stdout=subprocess.PIPE, stderr=(tmp / f"{name}.log").open("wb"), cwd=ROOT,
         )  # fmt: skip
@@ -187,13 +188,83 @@ def test_apps_behind_sidecars_never_work_on_the_same_partition(
                    "the newcomer to get its share")  # fmt: skip
         assert not ledger.violations, ledger.violations
     finally:
+        for car in cars:  # while the apps still run and acknowledge
+            car.stop()
         for app in apps:
             app.stop_flag.set()
-        for car in cars:
-            car.stop()
         for app in apps:
             app.join(10)
     assert not ledger.violations, ledger.violations
+
+
+EXAMPLE = ROOT / "examples" / "k8s" / "members.yaml"
+
+
+def example_member() -> tuple[tuple[str, ...], str]:
+    """The sidecar's timeouts and the application script of examples/k8s/members.yaml."""
+    import yaml
+
+    pod = next(yaml.safe_load_all(EXAMPLE.read_text()))["spec"]["template"]["spec"]
+    sidecar, app = pod["containers"]
+    timeouts = tuple(a.replace("=", " ", 1) for a in sidecar["args"] if "-ms=" in a)
+    return tuple(" ".join(timeouts).split()), app["args"][0]
+
+
+def test_the_example_pods_slow_application_keeps_every_member(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Issue 10, finding 1, as seen with examples/k8s/members.yaml's settings: one sidecar
+    alone, two more join, and the applications take 1.5 session timeouts (6 s) to stop
+    work on revoked partitions. The sidecars heartbeat meanwhile: nobody is expelled,
+    the group settles with all three, and stays so. The example's own application
+    script (made 6 s slow) does the acknowledging."""
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "jobs", 6))
+    timeouts, script = example_member()
+    assert timeouts[:2] == ("--session-timeout-ms", "4000"), timeouts
+    slow = script.replace('call("/revoked", {})', 'time.sleep(6); call("/revoked", {})')
+    assert slow != script
+    cars: list[SidecarProcess] = []
+    apps: list[subprocess.Popen[bytes]] = []
+
+    def launch(name: str) -> SidecarProcess:
+        car = SidecarProcess(coordinator, name, "range", tmp_path, timeouts)
+        cars.append(car)
+        code = slow.replace("http://127.0.0.1:8080", f"http://{car.address}")
+        apps.append(subprocess.Popen([PYTHON, "-u", "-c", code], stdout=subprocess.DEVNULL,
+                                     stderr=(tmp_path / f"{name}-app.log").open("wb")))  # fmt: skip
+        return car
+
+    def states() -> list[dict[str, Any]]:
+        return [http(car.address, "GET", "/assignment")[1] for car in cars]
+
+    def settled() -> bool:
+        now = states()
+        return (all(st["state"] == "stable" and len(st["assignment"].get("jobs", [])) == 2
+                    for st in now) and len({st["generation"] for st in now}) == 1)  # fmt: skip
+
+    try:
+        first = launch("a")
+        wait_until(lambda: len(states()[0]["assignment"].get("jobs", [])) == 6, 30, "a alone")
+        first_id = states()[0]["member_id"]
+        launch("b")
+        launch("c")
+        wait_until(settled, 60, "three sidecars with two partitions each")
+        generation = states()[0]["generation"]
+        end = time.monotonic() + 3 * 4.0  # three session timeouts
+        while time.monotonic() < end:
+            assert settled() and states()[0]["generation"] == generation, states()
+            time.sleep(0.25)
+        assert states()[0]["member_id"] == first_id  # never expelled, never rejoined anew
+        log = (tmp_path / "a.log").read_text()
+        assert "partitions lost" not in log, log
+        assert first.proc.poll() is None
+    finally:  # as a pod stops: both containers get SIGTERM; the apps ack until the end
+        for app in apps:
+            app.send_signal(signal.SIGTERM)
+        for car in cars:
+            car.stop()
+        for app in apps:
+            app.wait(timeout=30)
 
 
 def test_sidecar_rejects_bad_usage(coordinator: Coordinator) -> None:

@@ -280,3 +280,18 @@ def test_leave_of_a_parked_member_answers_its_join() -> None:
     ref = ctx.join("g", a)
     ctx.leave("g", (a, None))
     assert ctx.reply(ref).error is E.unknown_member_id
+
+
+def test_a_late_sync_group_in_stable_restarts_the_members_session() -> None:
+    """Kafka reschedules the heartbeat when it answers a SyncGroup in Stable: a member
+    whose SyncGroup came late (its first one lost on the network) must not be expelled
+    on the session that began at the join, while it holds the assignment just sent."""
+    ctx = CoreContext()
+    (leader, follower), generation = completing(ctx, session_ms=10_000)
+    ctx.reply(ctx.sync("g", leader, generation, {leader: b"L", follower: b"F"}))
+    assert ctx.group().state is GroupState.STABLE
+    ctx.sleep(8_000)  # the follower's SyncGroup was lost; it retries late
+    assert ctx.reply(ctx.sync("g", follower, generation)).assignment == b"F"
+    ctx.assert_timer(heartbeat_key("g", follower), ctx.now_ms + 10_000)
+    ctx.sleep(4_000)  # past the session counted from the join
+    assert follower in ctx.group().members

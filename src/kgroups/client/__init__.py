@@ -8,13 +8,15 @@ from kgroups.client.errors import (
     CommitError,
     CommitFailedError,
     FencedInstanceError,
+    ListenerError,
     MemberError,
     OffsetAndMetadata,
     RebalanceInProgressError,
     TopicPartition,
 )
 from kgroups.client.link import CoordinatorUnavailable
-from kgroups.client.member import GroupMember, RebalanceListener
+from kgroups.client.listener import RebalanceListener
+from kgroups.client.member import GroupMember, MemberState
 from kgroups.client.sync import SyncGroupMember
 
 __all__ = [
@@ -23,7 +25,9 @@ __all__ = [
     "CoordinatorUnavailable",
     "FencedInstanceError",
     "GroupMember",
+    "ListenerError",
     "MemberError",
+    "MemberState",
     "OffsetAndMetadata",
     "RebalanceInProgressError",
     "RebalanceListener",

@@ -4,7 +4,8 @@ The errors follow the Java consumer's, because that is what Kafka users know:
 `CommitFailedError` (the group moved on: your generation is stale, the partitions may
 already belong to someone else, do not retry), `RebalanceInProgressError` (commit again
 once the rebalance completes, if you still own the partition), and `FencedInstanceError`
-(another process took this static member's instance id: fatal).
+(another process took this static member's instance id: fatal). `ListenerError` is ours:
+a rebalance listener raised, which is fatal too.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ class RebalanceInProgressError(MemberError):
 
 class FencedInstanceError(MemberError):
     """Another member joined with this member's group.instance.id and fenced it."""
+
+
+class ListenerError(MemberError):
+    """The application's rebalance listener raised. The member cannot know whether work
+    on those partitions stopped, so it does not carry on as if it had: it fails, reports
+    what it held as lost, and raises this (with the listener's exception as the cause)."""
 
 
 class CommitError(MemberError):

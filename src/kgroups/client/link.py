@@ -1,16 +1,25 @@
-"""The member's connection to its group coordinator, found through the bootstrap servers.
+"""The member's connections to its group coordinator, found through the bootstrap servers.
 
-FindCoordinator is asked of each bootstrap address in turn; the answer's host and port
-get a connection that is kept until something goes wrong. Any failure (connection refused
-or dropped, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) "marks the coordinator unknown",
-as Java's `AbstractCoordinator.markCoordinatorUnknown` does: the connection is dropped and
-the next request finds the coordinator again. Callers see `CoordinatorUnavailable`, which
-is always safe to retry after a backoff.
+FindCoordinator is asked of each bootstrap address in turn; the coordinator it names gets
+two connections, each a `ReconnectingConnection` that finds the coordinator again after
+any failure (Java's `markCoordinatorUnknown`):
+
+* `request` carries JoinGroup, SyncGroup, commits, offset fetches and metadata;
+* `heartbeat` carries only heartbeats. A coordinator answers one request at a time per
+  connection and parks a JoinGroup until the rebalance's join phase ends, so heartbeats on
+  the same connection would wait behind it. On their own connection they keep proving
+  the member alive while a JoinGroup is parked or a revocation callback runs, and their
+  answers tell it whether the coordinator still counts it a member.
+
+Every call runs under one deadline that covers finding the coordinator too, so a
+coordinator that accepts connections but never answers cannot stall a member past the
+timeout it asked for. Callers see `CoordinatorUnavailable`, always safe to retry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -18,7 +27,12 @@ from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
 
 from kgroups.protocol.build import build
-from kgroups.protocol.client import KafkaConnection
+from kgroups.protocol.client import (
+    Connector,
+    CoordinatorUnavailable,
+    KafkaConnection,
+    ReconnectingConnection,
+)
 from kgroups.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -32,9 +46,7 @@ COORDINATOR_MOVED = frozenset(
 )
 """Errors that mean "ask FindCoordinator again" (retriable)."""
 
-
-class CoordinatorUnavailable(ConnectionError):
-    """No coordinator could be reached right now; retry after a backoff."""
+__all__ = ["COORDINATOR_MOVED", "CoordinatorLink", "CoordinatorUnavailable", "parse_bootstrap"]
 
 
 def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
@@ -52,68 +64,66 @@ def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
 
 
 class CoordinatorLink:
+    """The member's two connections to the coordinator of `group_id`."""
+
     def __init__(
-        self, bootstrap: list[tuple[str, int]], group_id: str, client_id: str, timeout: float
+        self,
+        bootstrap: list[tuple[str, int]],
+        group_id: str,
+        client_id: str,
+        timeout: float,
+        *,
+        connect: Connector | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self._group_id = group_id
         self._client_id = client_id
-        self._timeout = timeout
-        self._conn: KafkaConnection | None = None
-        self._lock = asyncio.Lock()
+        self._connect = connect
+        self.timeout = timeout
+        self._requests = ReconnectingConnection(
+            self._find, client_id=client_id, timeout=timeout, connect=connect
+        )
+        self._heartbeats = ReconnectingConnection(
+            self._find, client_id=client_id, timeout=timeout, connect=connect
+        )
 
-    async def _open(self, host: str, port: int) -> KafkaConnection:
-        try:
-            return await asyncio.wait_for(
-                KafkaConnection.open(host, port, client_id=self._client_id), self._timeout
-            )
-        except (OSError, TimeoutError) as exc:
-            raise CoordinatorUnavailable(f"cannot connect to {host}:{port}: {exc}") from exc
-
-    async def _find(self) -> KafkaConnection:
+    async def _find(self, deadline: float) -> tuple[str, int]:
+        """FindCoordinator through each bootstrap address in turn, until `deadline`."""
         problems = []
         for host, port in self._bootstrap:
+            conn: KafkaConnection | None = None
             try:
-                conn = await self._open(host, port)
-            except CoordinatorUnavailable as exc:
-                problems.append(str(exc))
-                continue
-            keep = False
-            try:
-                body = build(
-                    fc.FindCoordinatorRequest, {"key_type": 0, "coordinator_keys": [self._group_id]}
-                )
-                found = (await asyncio.wait_for(conn.request(body), self._timeout)).coordinators[0]
-                if found.error_code is not ErrorCode.none:
-                    problems.append(f"{host}:{port}: {found.error_code.name}")
-                    continue
-                address = (found.host, int(found.port))
-                keep = address == (host, port)
-                if keep:
-                    return conn
-            except (ConnectionError, TimeoutError) as exc:
+                async with asyncio.timeout_at(deadline):
+                    conn = await KafkaConnection.open(
+                        host, port, client_id=self._client_id, connect=self._connect
+                    )
+                    body = build(
+                        fc.FindCoordinatorRequest,
+                        {"key_type": 0, "coordinator_keys": [self._group_id]},
+                    )
+                    found = (await conn.request(body)).coordinators[0]
+            except TimeoutError:
+                problems.append(f"{host}:{port}: no answer in time")
+                break
+            except OSError as exc:
                 problems.append(f"{host}:{port}: {exc or type(exc).__name__}")
                 continue
             finally:
-                if not keep:
+                if conn is not None:
                     await conn.close()
-            return await self._open(*address)
+            if found.error_code is not ErrorCode.none:
+                problems.append(f"{host}:{port}: {found.error_code.name}")
+                continue
+            return found.host, int(found.port)
         raise CoordinatorUnavailable("no coordinator for the group: " + "; ".join(problems))
 
-    async def connection(self) -> KafkaConnection:
-        async with self._lock:
-            if self._conn is None:
-                self._conn = await self._find()
-            return self._conn
-
     async def request(self, body: Any, *, timeout: float | None = None) -> Any:
-        """Send to the coordinator; connection trouble becomes `CoordinatorUnavailable`."""
-        conn = await self.connection()
-        try:
-            return await asyncio.wait_for(conn.request(body), timeout or self._timeout)
-        except (ConnectionError, TimeoutError) as exc:
-            await self.reset()
-            raise CoordinatorUnavailable(f"coordinator connection failed: {exc}") from exc
+        """Send to the coordinator; any trouble becomes `CoordinatorUnavailable`."""
+        return await self._requests.request(body, timeout=timeout)
+
+    async def heartbeat(self, body: Any, *, timeout: float) -> Any:
+        """Send a heartbeat on the heartbeat connection."""
+        return await self._heartbeats.request(body, timeout=timeout)
 
     async def partitions(
         self, topics: list[str]
@@ -138,10 +148,10 @@ class CoordinatorLink:
         return counts, racks
 
     async def reset(self) -> None:
-        """Forget the coordinator (Java's markCoordinatorUnknown)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.close()
+        """Forget the coordinator (Java's markCoordinatorUnknown): both connections."""
+        await self._requests.reset()
+        await self._heartbeats.reset()
 
     async def close(self) -> None:
-        await self.reset()
+        with contextlib.suppress(Exception):
+            await self.reset()

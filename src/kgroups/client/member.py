@@ -6,46 +6,56 @@ assigned, revoked or lost, and commits offsets fenced by its generation. It fetc
 records: what a "partition" means is the application's business.
 
 The protocol is the Java consumer's (`AbstractCoordinator` / `ConsumerCoordinator`):
+FindCoordinator, JoinGroup (retrying with the id MEMBER_ID_REQUIRED hands out), the leader
+runs the assignor the coordinator chose, SyncGroup; eager rebalancing revokes everything
+before rejoining, cooperative rebalancing (when every configured assignor supports it)
+revokes only what moved, then rejoins once more (KIP-429); ILLEGAL_GENERATION resets the
+generation, UNKNOWN_MEMBER_ID the member id too (KAFKA-13419); FENCED_INSTANCE_ID is fatal;
+close sends LeaveGroup unless the member is static.
 
-* join: FindCoordinator, JoinGroup (retrying with the id MEMBER_ID_REQUIRED hands out),
-  the leader runs the assignor the coordinator chose, SyncGroup;
-* eager rebalancing revokes everything before rejoining; cooperative rebalancing (when
-  every configured assignor supports it) revokes only what moved after the assignment
-  arrives, then rejoins once more so the revoked partitions can be handed on (KIP-429);
-* before a join with a reset generation or member id, everything owned is *lost*
-  (`on_lost`), not revoked: someone else may already own it;
-* heartbeats run in their own task while the member is stable. REBALANCE_IN_PROGRESS
-  rejoins, ILLEGAL_GENERATION resets only the generation, UNKNOWN_MEMBER_ID and
-  FENCED_INSTANCE_ID reset the member id too (KAFKA-13419); FENCED_INSTANCE_ID is fatal,
-  as in Java: rejoining would fence the other process in turn;
-* a member that cannot heartbeat successfully for a session timeout (less one interval)
-  declares its partitions lost on its own: by then the coordinator may have expired it
-  and given them away, and the application must stop;
-* close revokes (or loses) everything and sends LeaveGroup, except for static members,
-  whose point is to come back without a rebalance (Java does the same).
+The member is a state machine (`states.MemberState`, one table of legal transitions) run
+by three tasks, each guarded so that an unexpected error makes the member FAILED, with
+its partitions reported lost and the error raised to the application:
 
-Time comes only from the event loop. Listener callbacks may be plain functions or
-coroutines; the member waits for them, so a revocation callback that returns has really
-stopped work on those partitions before anything is released.
+* the *supervisor* runs join rounds (prepare, join, sync, complete) one after another and
+  is the only caller of the rebalance listener, so callbacks never overlap;
+* the *heartbeat* task heartbeats, on its own connection, whenever the member holds a
+  generation: while stable, but also while a revocation callback runs and while a
+  JoinGroup is parked, as Java keeps heartbeating through `onJoinPrepare`. Its answers
+  are the member's proof that the coordinator still counts it in;
+* the leader's *metadata* task rejoins when a subscribed topic's partition count moves.
+
+Two deadlines, kept as timers so they fire whatever requests are stuck, make the member
+give partitions up *before* the coordinator can hand them to anyone else:
+
+* session: no proof of membership for a session timeout (less a margin), counted from
+  when the last proving request was *sent*: the coordinator's own timer started later;
+* rebalance: the coordinator is rebalancing and this member has not rejoined within the
+  rebalance timeout (less a margin) of the last moment the group was known stable,
+  because a revocation callback is still running. Java's max.poll.interval rule.
+
+Either one cancels whatever the member was doing (a revocation callback gets
+`CancelledError`) and reports everything it held as lost; the member keeps its member id
+and rejoins as itself, so a static member that lost its place is fenced if another
+process took its instance id, rather than fencing that live process in turn.
+
+Commits may be pinned to the generation the work belongs to (`commit(..., generation=g)`):
+a batch planned in generation g can only commit while g is still the member's generation,
+checked on the member's loop and fenced again by the coordinator.
+
+Time comes only from the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from datetime import timedelta
-from typing import Any, Literal, Protocol
-
-from kio.schema.heartbeat.v4 import request as hb
-from kio.schema.join_group.v9 import request as jg
-from kio.schema.leave_group.v5 import request as lg
-from kio.schema.sync_group.v5 import request as sg
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal
 
 from kgroups.client import assignors as registry
-from kgroups.client.assignors.spec import Assignor, GroupSpec
+from kgroups.client.assignors.spec import Assignor
 from kgroups.client.errors import (
     CommitError,
     CommitFailedError,
@@ -61,7 +71,8 @@ from kgroups.client.link import (
     CoordinatorUnavailable,
     parse_bootstrap,
 )
-from kgroups.client.metadata import member_spec, subscription_metadata
+from kgroups.client.listener import Callback, Partitions, RebalanceListener, invoke
+from kgroups.client.metadata import subscription_metadata
 from kgroups.client.offsets import (
     Offsets,
     commit_errors,
@@ -69,30 +80,29 @@ from kgroups.client.offsets import (
     fetch_request,
     fetch_result,
 )
-from kgroups.protocol.build import build
+from kgroups.client.requests import (
+    heartbeat_request,
+    join_request,
+    lead,
+    leave_request,
+    sync_request,
+)
+from kgroups.client.states import HEARTBEATING, MemberState, check_transition
+from kgroups.protocol.client import Connector
 from kgroups.protocol.consumer import (
-    PROTOCOL_TYPE,
     Assignment,
     ConsumerProtocolError,
     decode_assignment,
-    encode_assignment,
     partitions_by_topic,
 )
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.groups import MEMBER, NO_GENERATION
 
 log = logging.getLogger(__name__)
 
-NO_GENERATION = -1
-State = Literal["unjoined", "joining", "stable", "closed", "failed"]
-Partitions = frozenset[TopicPartition]
+S = MemberState
 
-
-class RebalanceListener(Protocol):
-    """Java's ConsumerRebalanceListener. Methods may be async; all are optional."""
-
-    def on_partitions_revoked(self, partitions: Partitions) -> Any: ...
-    def on_partitions_assigned(self, partitions: Partitions) -> Any: ...
-    def on_partitions_lost(self, partitions: Partitions) -> Any: ...
+__all__ = ["GroupMember", "MemberState", "Partitions", "RebalanceListener", "rebalance_protocol"]
 
 
 class _Rejoin(Exception):
@@ -124,15 +134,16 @@ class GroupMember:
         assignors: Sequence[str | Assignor] = ("range", "cooperative-sticky"),
         instance_id: str | None = None,
         rack: str | None = None,
-        session_timeout_ms: int = 45_000,
-        rebalance_timeout_ms: int = 300_000,
-        heartbeat_interval_ms: int = 3_000,
-        retry_backoff_ms: int = 100,
-        request_timeout_ms: int = 30_000,
-        metadata_max_age_ms: int = 300_000,
+        session_timeout_ms: int = MEMBER.session_timeout_ms,
+        rebalance_timeout_ms: int = MEMBER.rebalance_timeout_ms,
+        heartbeat_interval_ms: int = MEMBER.heartbeat_interval_ms,
+        retry_backoff_ms: int = MEMBER.retry_backoff_ms,
+        request_timeout_ms: int = MEMBER.request_timeout_ms,
+        metadata_max_age_ms: int = MEMBER.metadata_max_age_ms,
         replicas: int = 1,
         client_id: str = "kgroups",
         listener: RebalanceListener | None = None,
+        connect: Connector | None = None,
     ) -> None:
         if not group_id:
             raise ValueError("group_id must not be empty")
@@ -143,6 +154,8 @@ class GroupMember:
         self.assignors = [registry.get(a) if isinstance(a, str) else a for a in assignors]
         if not self.assignors:
             raise ValueError("configure at least one assignor")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
         self.protocol = rebalance_protocol(self.assignors)
         self.instance_id = instance_id or None
         self.rack = rack or None
@@ -151,43 +164,73 @@ class GroupMember:
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.backoff = retry_backoff_ms / 1000
         self.metadata_max_age = metadata_max_age_ms / 1000
-        self._assigned_counts: dict[str, int] | None = None
-        """The leader's partition counts behind the current assignment (Java's
-        assignmentSnapshot): when the topics' counts move, the leader rejoins."""
+        self.margin = min(self.heartbeat_interval, session_timeout_ms / 2000)
+        """How much earlier than the coordinator the member gives partitions up."""
         self.replicas = replicas
         self.listener = listener
         self._link = CoordinatorLink(
-            parse_bootstrap(bootstrap), group_id, client_id, request_timeout_ms / 1000
-        )
+            parse_bootstrap(bootstrap), group_id, client_id, request_timeout_ms / 1000,
+            connect=connect,
+        )  # fmt: skip
         self.member_id = ""
         self.generation = NO_GENERATION
         self.protocol_name: str | None = None
         self.leader = False
-        self.state: State = "unjoined"
+        self.state = S.UNJOINED
         self._owned: Partitions = frozenset()
+        self._revoking: Partitions = frozenset()
+        self._assigned_counts: dict[str, int] | None = None
+        """The leader's partition counts behind the current assignment (Java's
+        assignmentSnapshot): when the topics' counts move, the leader rejoins."""
         self._sticky_memory: tuple[dict[str, tuple[int, ...]], int] = ({}, NO_GENERATION)
+        self._alive_since: float | None = None
+        """When the last request that proved membership was sent (event-loop time)."""
+        self._stable_since: float | None = None
+        """When the last request that found the group not rebalancing was sent."""
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self._rejoin_needed = asyncio.Event()
         self._rejoin_needed.set()
-        self._changed = asyncio.Condition()
+        self._urgent = asyncio.Event()
+        self._changed = asyncio.Event()
         self._closing = False
+        self._failing: MemberError | None = None
+        """The fatal error, from the moment it happens."""
         self._fatal: MemberError | None = None
-        self._run_task: asyncio.Task[None] | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._last_heartbeat_ok: float | None = None
+        """The fatal error, once what the member held has been reported lost."""
+        self._last_heartbeat_error: tuple[ErrorCode, int] | None = None
+        """Logged once per generation, not every heartbeat interval."""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._round: asyncio.Task[None] | None = None
 
     # -- what the application sees ------------------------------------------------------
 
     @property
     def assignment(self) -> Partitions:
-        """The partitions this member owns now."""
+        """The partitions this member owns in its current generation."""
         return self._owned
+
+    @property
+    def revoking(self) -> Partitions:
+        """Partitions whose revocation callback is still running."""
+        return self._revoking
+
+    @property
+    def error(self) -> MemberError | None:
+        """The fatal error, once the member has failed."""
+        return self._fatal
 
     async def start(self, timeout: float | None = None) -> None:
         """Start joining and wait until the member holds its first assignment."""
-        if self._run_task is None:
-            self._run_task = asyncio.create_task(
-                self._run(), name=f"kgroups-member-{self.group_id}"
-            )
+        if not self._tasks:
+            for name, work in (
+                ("member", self._run),
+                ("heartbeat", self._heartbeat_loop),
+                ("metadata", self._metadata_loop),
+            ):
+                task = asyncio.create_task(
+                    self._guarded(work, name), name=f"kgroups-{name}-{self.group_id}"
+                )
+                self._tasks.append(task)
         await self.wait_stable(timeout=timeout)
 
     async def wait_stable(
@@ -195,21 +238,21 @@ class GroupMember:
     ) -> int:
         """Wait until the member is stable in a generation newer than `after_generation`;
         return that generation. Raises the fatal error if the member failed."""
-
-        def ready() -> bool:
-            return (
+        async with asyncio.timeout(timeout):
+            while not (
                 self._fatal is not None
                 or self._closing
-                or (self.state == "stable" and self.generation > after_generation)
-            )
-
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(ready), timeout)
-        if self._fatal is not None:
-            raise self._fatal
-        if self._closing:
-            raise MemberError("the member is closed")
+                or (self.state is S.STABLE and self.generation > after_generation)
+            ):
+                await self._changed.wait()
+        self._raise_if_failed()
         return self.generation
+
+    async def wait_failed(self) -> MemberError:
+        """Wait until the member fails; return the error."""
+        while self._fatal is None:
+            await self._changed.wait()
+        return self._fatal
 
     async def __aenter__(self) -> GroupMember:
         await self.start()
@@ -231,47 +274,60 @@ class GroupMember:
             self.topics = new
             self.request_rejoin("subscription changed")
 
-    async def commit(self, offsets: Offsets) -> None:
-        """Commit offsets for this generation. Raises `CommitFailedError` when the group
-        has moved on without this member (stale generation), `RebalanceInProgressError`
-        during a rebalance, `CoordinatorUnavailable` when it cannot be reached (retry)."""
+    async def commit(self, offsets: Offsets, *, generation: int | None = None) -> None:
+        """Commit offsets in this member's generation, or in `generation` if given.
+
+        Pin a batch's commit to the generation the batch was planned in: if the member
+        has moved to another generation since (it lost the partitions, even if it got
+        them back), the commit is refused with `CommitFailedError` and nothing is sent.
+        Raises `CommitFailedError` when the group has moved on without this member,
+        `RebalanceInProgressError` while a JoinGroup or SyncGroup is in flight (commit
+        again once it completes), `CoordinatorUnavailable` when it cannot be reached."""
         self._raise_if_failed()
-        if self.state != "stable" or self.generation < 0:
-            if self.state == "joining":
-                raise RebalanceInProgressError(
-                    "a rebalance is in progress; commit again once it completes",
-                    ErrorCode.rebalance_in_progress,
-                )
+        current, member_id, state = self.generation, self.member_id, self.state
+        if generation is not None and generation != current:
             raise CommitFailedError(
-                f"cannot commit: the member is {self.state} and holds no generation"
+                f"cannot commit work of generation {generation}: the member is in "
+                f"generation {current}; its partitions may belong to another member now",
+                ErrorCode.illegal_generation,
             )
-        generation, member_id = self.generation, self.member_id
-        body = commit_request(self.group_id, generation, member_id, self.instance_id, offsets)
+        if state in (S.JOINING, S.SYNCING):
+            raise RebalanceInProgressError(
+                "a rebalance is in progress; commit again once it completes",
+                ErrorCode.rebalance_in_progress,
+            )
+        if state not in (S.STABLE, S.PREPARING) or current < 0:
+            raise CommitFailedError(f"cannot commit: the member is {state} and holds no generation")
+        body = commit_request(self.group_id, current, member_id, self.instance_id, offsets)
         failed = commit_errors(await self._link.request(body))
-        if not failed:
-            return
+        if failed:
+            self._commit_failed(failed, current, member_id)
+
+    def _commit_failed(
+        self, failed: dict[TopicPartition, ErrorCode], generation: int, member_id: str
+    ) -> None:
         codes = set(failed.values())
+        unchanged = (generation, member_id) == (self.generation, self.member_id)
         if ErrorCode.fenced_instance_id in codes:
             error = FencedInstanceError(
                 f"commit: instance id {self.instance_id!r} was fenced by another member",
                 ErrorCode.fenced_instance_id,
             )
-            await self._fail(error)
+            self._fail(error)
             raise error
-        if ErrorCode.unknown_member_id in codes or ErrorCode.illegal_generation in codes:
-            code = (
-                ErrorCode.unknown_member_id
-                if ErrorCode.unknown_member_id in codes
-                else ErrorCode.illegal_generation
-            )
-            if generation == self.generation and member_id == self.member_id:
-                self._reset(member_id=code is ErrorCode.unknown_member_id)
-                self.request_rejoin(f"commit answered {code.name}")
-            raise CommitFailedError(
-                f"commit rejected ({code.name}): generation {generation} of member {member_id} is "
-                "stale; the group rebalanced and these partitions may belong to another member",
-                code,
-            )
+        for code in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation):
+            if code in codes:
+                if unchanged:
+                    self._lose(
+                        f"commit answered {code.name}",
+                        forget_member_id=code is ErrorCode.unknown_member_id,
+                    )
+                raise CommitFailedError(
+                    f"commit rejected ({code.name}): generation {generation} of member "
+                    f"{member_id} is stale; the group rebalanced and these partitions may "
+                    "belong to another member",
+                    code,
+                )
         if ErrorCode.rebalance_in_progress in codes:
             self.request_rejoin("commit answered REBALANCE_IN_PROGRESS")
             raise RebalanceInProgressError(
@@ -279,7 +335,6 @@ class GroupMember:
                 ErrorCode.rebalance_in_progress,
             )
         if codes & COORDINATOR_MOVED:
-            await self._link.reset()
             raise CoordinatorUnavailable(f"commit: {sorted(c.name for c in codes)}")
         raise CommitError(f"commit failed: {sorted(c.name for c in codes)}", failed)
 
@@ -290,161 +345,269 @@ class GroupMember:
         self._raise_if_failed()
         wanted = [TopicPartition(*tp) for tp in partitions]
         response = await self._link.request(fetch_request(self.group_id, wanted))
-        try:
-            return fetch_result(response, wanted)
-        except CoordinatorUnavailable:
-            await self._link.reset()
-            raise
+        return fetch_result(response, wanted)
 
     async def close(self, *, leave: bool | None = None) -> None:
         """Give up the assignment and stop. `leave=None` sends LeaveGroup for dynamic
-        members only (static members are expected back, Java's default)."""
-        if self.state == "closed":
+        members only (static members are expected back, Java's default).
+
+        The revocation callback runs while the member still heartbeats (a slow one costs
+        nobody their membership), bounded like any revocation: if the member's deadline
+        passes first, the callback is cancelled and the partitions are reported lost."""
+        if self.state is S.CLOSED:
             return
         self._closing = True
-        self._rejoin_needed.set()
-        for task in (self._heartbeat_task, self._run_task):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        if self._owned:
-            if self.generation == NO_GENERATION or not self.member_id:
-                await self._call("on_partitions_lost", self._owned)
-            else:
-                await self._call("on_partitions_revoked", self._owned)
-            self._owned = frozenset()
+        self._notify()
+        joining = [t for t in self._tasks if not t.get_name().startswith("kgroups-heartbeat")]
+        for task in joining:
+            task.cancel()
+        if self._round is not None:
+            self._round.cancel()
+        for task in joining:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        held = self._owned | self._revoking
+        valid = self.generation != NO_GENERATION and bool(self.member_id)
+        valid = valid and self._failing is None
+        if held and valid:
+            self._owned, self._revoking = frozenset(), held
+            # Run as the round, so that a loss (a deadline, a fencing answer) interrupts it.
+            self._round = asyncio.create_task(invoke(self.listener, "on_partitions_revoked", held))
+            try:
+                await self._round
+                held = frozenset()
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise
+            except MemberError:
+                log.exception("%s: on_partitions_revoked failed while closing", self.group_id)
+            finally:
+                self._round = None
+        self._owned = self._revoking = frozenset()
+        self._cancel_timers()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if held:
+            await self._call_quietly("on_partitions_lost", held)
         if leave is None:
             leave = self.instance_id is None
-        if leave and self.member_id and self._fatal is None:
-            body = build(
-                lg.LeaveGroupRequest,
-                {
-                    "group_id": self.group_id,
-                    "members": [
-                        {
-                            "member_id": self.member_id,
-                            "group_instance_id": self.instance_id,
-                            "reason": "the member is closing",
-                        }
-                    ],
-                },
-            )
-            with contextlib.suppress(CoordinatorUnavailable, asyncio.TimeoutError, ConnectionError):
+        if leave and self.member_id and self._failing is None:
+            body = leave_request(self.group_id, self.member_id, self.instance_id, "closing")
+            with contextlib.suppress(CoordinatorUnavailable):
                 await self._link.request(body, timeout=5)
         await self._link.close()
-        await self._set_state("closed")
+        self._fatal = self._failing
+        self._transition(S.CLOSED)
 
-    # -- the rebalance loop -------------------------------------------------------------------
+    # -- the tasks --------------------------------------------------------------------------
 
-    async def _run(self) -> None:
+    async def _guarded(self, work: Callable[[], Awaitable[None]], name: str) -> None:
+        """Run one of the member's tasks; an unexpected error fails the member loudly."""
         try:
-            while True:
-                await self._rejoin_needed.wait()
-                if self._closing:
-                    return
-                try:
-                    await self._join_round()
-                except _Rejoin as again:
-                    log.info("%s: rejoining: %s", self.group_id, again)
-                    self._rejoin_needed.set()
-                    if again.backoff:
-                        await asyncio.sleep(self.backoff)
-                except CoordinatorUnavailable as exc:
-                    log.info("%s: coordinator unavailable (%s); retrying", self.group_id, exc)
-                    self._rejoin_needed.set()
-                    await asyncio.sleep(self.backoff)
-        except MemberError as exc:
-            await self._fail(exc)
+            await work()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a bug or a broken peer: fail loudly, not silently stall
-            log.exception("%s: member failed", self.group_id)
-            await self._fail(MemberError(f"member failed: {exc!r}"))
+        except Exception as exc:
+            log.exception("%s: the member's %s task failed", self.group_id, name)
+            self._fail(MemberError(f"the member's {name} task failed: {exc!r}"))
+            if name != "member":
+                return
+            await self._report_failure()
+
+    async def _run(self) -> None:
+        """The supervisor: join rounds, one at a time, until closed or failed."""
+        while True:
+            await self._rejoin_needed.wait()
+            if self._failing is not None:
+                await self._report_failure()
+                return
+            if self._closing:
+                return
+            self._urgent.clear()
+            self._round = round_ = asyncio.create_task(
+                self._join_round(), name=f"kgroups-join-{self.group_id}"
+            )
+            try:
+                await round_
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+                continue  # interrupted by a loss or a failure: the next turn deals with it
+            except _Rejoin as again:
+                log.info("%s: rejoining: %s", self.group_id, again)
+                self._rejoin_needed.set()
+                if again.backoff:
+                    await self._pause(self.backoff)
+            except CoordinatorUnavailable as exc:
+                log.info("%s: coordinator unavailable (%s); retrying", self.group_id, exc)
+                self._rejoin_needed.set()
+                await self._pause(self.backoff)
+            except MemberError as exc:
+                self._fail(exc)
+            finally:
+                self._round = None
+
+    async def _pause(self, seconds: float) -> None:
+        """Back off, unless a loss or failure needs handling first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._urgent.wait(), seconds)
+
+    async def _heartbeat_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.heartbeat_interval)
+            if self.state not in HEARTBEATING or self.generation < 0 or not self.member_id:
+                continue
+            generation, member_id = self.generation, self.member_id
+            body = heartbeat_request(self.group_id, generation, member_id, self.instance_id)
+            sent = loop.time()
+            try:
+                response = await self._link.heartbeat(
+                    body, timeout=max(self.heartbeat_interval, 1.0)
+                )
+            except CoordinatorUnavailable as exc:
+                log.debug("%s: heartbeat failed: %s", self.group_id, exc)
+                continue
+            if (generation, member_id) != (self.generation, self.member_id):
+                # Java's generationUnchanged(): the member moved on while this answer was
+                # in flight; acting on it would reset the new generation.
+                continue
+            if self._on_heartbeat(response.error_code, generation, sent):
+                await self._link.reset()
+
+    def _on_heartbeat(self, code: ErrorCode, generation: int, sent: float) -> bool:
+        """React to a heartbeat answer; True when the coordinator must be found again."""
+        state = self.state
+        if code is not ErrorCode.none and (code, generation) != self._last_heartbeat_error:
+            log.info("%s: heartbeat of generation %d (%s): %s", self.group_id, generation,
+                     state, code.name)  # fmt: skip
+        self._last_heartbeat_error = (code, generation)
+        if code is ErrorCode.none:
+            self._proven(sent, stable=True)
+        elif code is ErrorCode.rebalance_in_progress:
+            self._proven(sent, stable=False)
+            if state in (S.STABLE, S.PREPARING):
+                self._arm_rebalance_deadline()
+            if state is S.STABLE:  # while preparing, the round under way is the rejoin
+                self._rejoin_needed.set()
+        elif code is ErrorCode.illegal_generation:
+            if state is not S.JOINING:  # while joining, the JoinGroup answer is on its way
+                self._lose("heartbeat answered ILLEGAL_GENERATION")
+        elif code is ErrorCode.unknown_member_id:
+            self._lose("heartbeat answered UNKNOWN_MEMBER_ID", forget_member_id=True)
+        elif code is ErrorCode.fenced_instance_id:
+            self._fail(FencedInstanceError(
+                f"heartbeat: group.instance.id {self.instance_id!r} was fenced by another member",
+                code,
+            ))  # fmt: skip
+        elif code in COORDINATOR_MOVED:
+            return True
+        else:
+            log.warning("%s: heartbeat answered %s", self.group_id, code.name)
+        return False
+
+    async def _metadata_loop(self) -> None:
+        """Leader only: rejoin when a subscribed topic's partition count moved since the
+        assignment (Java's metadata snapshot check), so new partitions get an owner."""
+        while True:
+            await asyncio.sleep(self.metadata_max_age)
+            snapshot = self._assigned_counts
+            if self.state is not S.STABLE or not self.leader or snapshot is None:
+                continue
+            try:
+                counts, _ = await self._link.partitions(sorted(snapshot))
+            except CoordinatorUnavailable:
+                continue
+            if counts != snapshot and snapshot is self._assigned_counts:
+                self.request_rejoin(f"partition counts changed: {snapshot} -> {counts}")
+
+    # -- one join round -----------------------------------------------------------------------
 
     async def _join_round(self) -> None:
         self._rejoin_needed.clear()
-        await self._stop_heartbeats()
-        await self._prepare_join()
-        await self._set_state("joining")
-        response = await self._join()
+        self._transition(S.PREPARING)
+        await self._prepare()
+        self._transition(S.JOINING)
+        response, sent = await self._join()
         self.generation = response.generation_id
         self.member_id = response.member_id
         self.protocol_name = response.protocol_name
         self.leader = response.leader == response.member_id
+        self._proven(sent, stable=True)
+        self._transition(S.SYNCING)
         assignments: list[dict[str, Any]] = []
         if self.leader and not response.skip_assignment:
-            assignments = await self._lead(response)
-        body = build(
-            sg.SyncGroupRequest,
-            {
-                "group_id": self.group_id,
-                "generation_id": self.generation,
-                "member_id": self.member_id,
-                "group_instance_id": self.instance_id,
-                "protocol_type": PROTOCOL_TYPE,
-                "protocol_name": self.protocol_name,
-                "assignments": assignments,
-            },
-        )
+            assignments, self._assigned_counts = await lead(
+                self._link, self.assignors, response, self.replicas
+            )
+        body = sync_request(self.group_id, self.generation, self.member_id, self.instance_id,
+                            self.protocol_name, assignments)  # fmt: skip
+        sent = asyncio.get_running_loop().time()
         sync = await self._link.request(body, timeout=self.rebalance_timeout_ms / 1000 + 5)
         self._check_group_response("sync", sync.error_code)
         try:
             assignment = decode_assignment(sync.assignment)
         except ConsumerProtocolError as exc:
             raise _Rejoin(f"unreadable assignment from the leader: {exc}", backoff=True) from exc
-        await self._complete_join(assignment)
+        self._proven(sent, stable=True)
+        await self._complete(assignment)
 
-    async def _prepare_join(self) -> None:
+    async def _prepare(self) -> None:
         """Java's onJoinPrepare: lose everything after a reset, else revoke per protocol."""
-        if not self._owned:
-            return
         if self.generation == NO_GENERATION or not self.member_id:
-            lost, self._owned = self._owned, frozenset()
-            await self._call("on_partitions_lost", lost)
+            lost = self._owned | self._revoking
+            self._owned = self._revoking = frozenset()
+            self._rearm_session_deadline()
+            if lost:
+                await invoke(self.listener, "on_partitions_lost", lost)
         elif self.protocol == "eager":
-            revoked, self._owned = self._owned, frozenset()
-            await self._call("on_partitions_revoked", revoked)
+            await self._revoke(self._owned)
         else:
-            gone = frozenset(tp for tp in self._owned if tp.topic not in self.topics)
-            if gone:
-                self._owned = self._owned - gone
-                await self._call("on_partitions_revoked", gone)
+            await self._revoke(frozenset(tp for tp in self._owned if tp.topic not in self.topics))
 
-    def _metadata(self, assignor: Assignor) -> bytes:
-        owned = partitions_by_topic(self._owned)
-        return subscription_metadata(
-            assignor.name,
-            self.topics,
-            owned=owned,
-            generation=self.generation,
-            rack=self.rack,
-            sticky_memory=self._sticky_memory,
-        )
+    async def _revoke(self, partitions: Partitions) -> None:
+        """Revoke `partitions`; they count as held until the callback returns (if it is
+        interrupted they stay held, and the next round reports them lost)."""
+        if not partitions:
+            return
+        self._owned -= partitions
+        self._revoking |= partitions
+        await invoke(self.listener, "on_partitions_revoked", partitions)
+        self._revoking -= partitions
+        self._rearm_session_deadline()
 
-    async def _join(self) -> Any:
+    async def _join(self) -> tuple[Any, float]:
+        loop = asyncio.get_running_loop()
         while True:
-            body = build(
-                jg.JoinGroupRequest,
-                {
-                    "group_id": self.group_id,
-                    "session_timeout": timedelta(milliseconds=self.session_timeout_ms),
-                    "rebalance_timeout": timedelta(milliseconds=self.rebalance_timeout_ms),
-                    "member_id": self.member_id,
-                    "group_instance_id": self.instance_id,
-                    "protocol_type": PROTOCOL_TYPE,
-                    "protocols": [
-                        {"name": a.name, "metadata": self._metadata(a)} for a in self.assignors
-                    ],
-                    "reason": None,
-                },
-            )
+            protocols = [(a.name, self._metadata(a)) for a in self.assignors]
+            body = join_request(self.group_id, self.member_id, self.instance_id,
+                                self.session_timeout_ms, self.rebalance_timeout_ms, protocols,
+                                None)  # fmt: skip
+            # Once our JoinGroup is parked the coordinator keeps us until the join phase
+            # ends, so the revocation deadline no longer applies.
+            self._cancel_timer("rebalance")
+            sent = loop.time()
             response = await self._link.request(body, timeout=self.rebalance_timeout_ms / 1000 + 5)
             if response.error_code is ErrorCode.member_id_required:
                 self.member_id = response.member_id
                 continue
             self._check_group_response("join", response.error_code)
-            return response
+            return response, sent
+
+    def _metadata(self, assignor: Assignor) -> bytes:
+        return subscription_metadata(
+            assignor.name,
+            self.topics,
+            owned=partitions_by_topic(self._owned),
+            generation=self.generation,
+            rack=self.rack,
+            sticky_memory=self._sticky_memory,
+        )
 
     def _check_group_response(self, what: str, code: ErrorCode) -> None:
         """Java's reactions to JoinGroup/SyncGroup errors."""
@@ -455,12 +618,10 @@ class GroupMember:
                 f"{what}: group.instance.id {self.instance_id!r} was fenced by another member",
                 code,
             )
-        if code is ErrorCode.unknown_member_id:
-            self._reset(member_id=True)
-            raise _Rejoin(f"{what}: UNKNOWN_MEMBER_ID")
-        if code is ErrorCode.illegal_generation:
-            self._reset(member_id=False)
-            raise _Rejoin(f"{what}: ILLEGAL_GENERATION")
+        if code in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation):
+            self._lose(f"{what} answered {code.name}",
+                       forget_member_id=code is ErrorCode.unknown_member_id)  # fmt: skip
+            raise _Rejoin(f"{what}: {code.name}")
         if code is ErrorCode.rebalance_in_progress:
             raise _Rejoin(f"{what}: REBALANCE_IN_PROGRESS")
         if code in COORDINATOR_MOVED:
@@ -469,42 +630,7 @@ class GroupMember:
             raise _Rejoin(f"{what}: UNKNOWN_SERVER_ERROR", backoff=True)
         raise MemberError(f"{what} failed: {code.name}", code)
 
-    async def _lead(self, response: Any) -> list[dict[str, Any]]:
-        """The leader's job: run the chosen assignor over every member's subscription."""
-        name = response.protocol_name
-        assignor = next((a for a in self.assignors if a.name == name), None)
-        if assignor is None:
-            raise MemberError(f"the coordinator chose assignor {name!r}, which is not configured")
-        specs = {
-            m.member_id: member_spec(name, m.member_id, m.group_instance_id, m.metadata)
-            for m in response.members
-        }
-        topics = sorted({t for spec in specs.values() for t in spec.topics})
-        counts, racks = await self._link.partitions(topics)
-        self._assigned_counts = dict(counts)
-        group = GroupSpec(specs, counts, racks, self.replicas)
-        # In a thread: a million-partition assignment takes seconds, and heartbeats (this
-        # member's and, in the sidecar, HTTP) must keep going meanwhile.
-        result = await asyncio.to_thread(assignor.assign, group)
-        log.info(
-            "%s: leader of generation %d assigned %d partitions to %d members with %s",
-            self.group_id,
-            self.generation,
-            sum(len(ps) for t in result.values() for ps in t.values()),
-            len(specs),
-            name,
-        )
-        return [
-            {
-                "member_id": member_id,
-                "assignment": encode_assignment(
-                    Assignment({t: tuple(ps) for t, ps in result.get(member_id, {}).items() if ps})
-                ),
-            }
-            for member_id in specs
-        ]
-
-    async def _complete_join(self, assignment: Assignment) -> None:
+    async def _complete(self, assignment: Assignment) -> None:
         """Java's onJoinComplete: take the new assignment, revoke what moved (cooperative)."""
         new = frozenset(TopicPartition(t, p) for t, ps in assignment.partitions.items() for p in ps)
         self._sticky_memory = (
@@ -514,181 +640,129 @@ class GroupMember:
         unsubscribed = {tp.topic for tp in new} - set(self.topics)
         revoked = self._owned - new
         added = new - self._owned
-        if revoked:
-            self._owned = self._owned - revoked
-            await self._call("on_partitions_revoked", revoked)
-        self._owned = new
-        self._last_heartbeat_ok = asyncio.get_running_loop().time()
-        await self._set_state("stable")
-        self._heartbeat_task = asyncio.create_task(
-            self._heartbeats(), name=f"kgroups-heartbeat-{self.group_id}"
-        )
-        await self._call("on_partitions_assigned", added)
+        self._owned = new | revoked
+        self._transition(S.STABLE)
+        self._rearm_session_deadline()
+        await self._revoke(revoked)
+        await invoke(self.listener, "on_partitions_assigned", added)
         if revoked and self.protocol == "cooperative":
             self.request_rejoin(f"revoked {len(revoked)} partitions for the follow-up rebalance")
         if unsubscribed:
             self.request_rejoin(f"assigned topics not subscribed: {sorted(unsubscribed)}")
 
-    # -- heartbeats ---------------------------------------------------------------------------
+    # -- deadlines ------------------------------------------------------------------------------
 
-    async def _heartbeats(self) -> None:
-        loop = asyncio.get_running_loop()
-        lost_after = max(
-            self.session_timeout_ms / 1000 - self.heartbeat_interval, self.session_timeout_ms / 2000
-        )
-        next_metadata = loop.time() + self.metadata_max_age
-        while self.state == "stable" and not self._rejoin_needed.is_set():
-            await asyncio.sleep(self.heartbeat_interval)
-            sent = loop.time()
-            if self.leader and sent >= next_metadata:
-                next_metadata = sent + self.metadata_max_age
-                if await self._partitions_changed():
-                    return
-            body = build(
-                hb.HeartbeatRequest,
-                {
-                    "group_id": self.group_id,
-                    "generation_id": self.generation,
-                    "member_id": self.member_id,
-                    "group_instance_id": self.instance_id,
-                },
-            )
-            try:
-                response = await self._link.request(body, timeout=max(self.heartbeat_interval, 1.0))
-            except CoordinatorUnavailable as exc:
-                if self._stale_heartbeat(body):
-                    return
-                if (
-                    self._last_heartbeat_ok is not None
-                    and sent - self._last_heartbeat_ok > lost_after
-                ):
-                    log.warning(
-                        "%s: no heartbeat for %.1f s (%s): partitions lost",
-                        self.group_id,
-                        sent - self._last_heartbeat_ok,
-                        exc,
-                    )
-                    self._reset(member_id=True)
-                    self._rejoin_needed.set()
-                    await self._lose_now()
-                    return
-                continue
-            code = response.error_code
-            if self._stale_heartbeat(body):
-                # Java's generationUnchanged(): the member moved on while this answer was in
-                # flight (a rejoin started; Python 3.11's wait_for can even swallow the
-                # cancellation). Acting on it would reset the new generation or force one
-                # more rebalance.
-                log.debug(
-                    "%s: ignoring heartbeat answer %s for an old generation",
-                    self.group_id,
-                    code.name,
-                )
-                return
-            if code is not ErrorCode.none:
-                log.info(
-                    "%s: heartbeat of generation %d answered %s",
-                    self.group_id,
-                    body.generation_id,
-                    code.name,
-                )
-            if code is ErrorCode.none:
-                self._last_heartbeat_ok = sent
-            elif code is ErrorCode.rebalance_in_progress:
-                self._last_heartbeat_ok = sent
-                self._rejoin_needed.set()
-            elif code is ErrorCode.illegal_generation:
-                self._reset(member_id=False)
-                self._rejoin_needed.set()
-            elif code is ErrorCode.unknown_member_id:
-                self._reset(member_id=True)
-                self._rejoin_needed.set()
-            elif code is ErrorCode.fenced_instance_id:
-                await self._fail(
-                    FencedInstanceError(
-                        f"heartbeat: group.instance.id {self.instance_id!r} was fenced by another "
-                        "member",
-                        code,
-                    )
-                )
-                return
-            elif code in COORDINATOR_MOVED:
-                await self._link.reset()
-            else:
-                log.warning("%s: heartbeat answered %s", self.group_id, code.name)
+    def _proven(self, sent: float, *, stable: bool) -> None:
+        """An answer to a request sent at `sent` proved the coordinator counts us in (and,
+        if `stable`, that the group was not rebalancing then): move the deadlines."""
+        if self._alive_since is None or sent > self._alive_since:
+            self._alive_since = sent
+        if stable and (self._stable_since is None or sent > self._stable_since):
+            self._stable_since = sent
+        self._rearm_session_deadline()
 
-    def _stale_heartbeat(self, sent: Any) -> bool:
-        """Whether a heartbeat answer belongs to a generation this member has left."""
-        return (
-            self.state != "stable"
-            or self._rejoin_needed.is_set()
-            or asyncio.current_task() is not self._heartbeat_task
-            or (sent.generation_id, sent.member_id) != (self.generation, self.member_id)
-        )
+    def _rearm_session_deadline(self) -> None:
+        """Deadlines guard what the member holds; holding nothing, it has nothing to lose
+        (a JoinGroup may then park as long as the coordinator likes)."""
+        if not (self._owned or self._revoking) or self._alive_since is None:
+            self._cancel_timer("session")
+            return
+        when = self._alive_since + self.session_timeout_ms / 1000 - self.margin
+        self._arm("session", when, "no proof of membership for a session timeout")
 
-    async def _partitions_changed(self) -> bool:
-        """Leader only: rejoin when a subscribed topic's partition count moved since the
-        assignment (Java's metadata snapshot check), so new partitions get an owner."""
-        snapshot = self._assigned_counts
-        if snapshot is None:
-            return False
+    def _arm_rebalance_deadline(self) -> None:
+        if "rebalance" in self._timers or self._stable_since is None:
+            return
+        when = self._stable_since + self.rebalance_timeout_ms / 1000 - self.margin
+        self._arm("rebalance", when, "not rejoined within the rebalance timeout")
+
+    def _arm(self, key: str, when: float, reason: str) -> None:
+        self._cancel_timer(key)
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            if self._owned or self._revoking:
+                self._lose(reason)
+
+        self._timers[key] = asyncio.get_running_loop().call_at(when, fire)
+
+    def _cancel_timer(self, key: str) -> None:
+        handle = self._timers.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _cancel_timers(self) -> None:
+        for key in list(self._timers):
+            self._cancel_timer(key)
+
+    # -- losing, failing, state ---------------------------------------------------------------
+
+    def _lose(self, reason: str, *, forget_member_id: bool = False) -> None:
+        """The generation is gone: stop what the round is doing, report what was held as
+        lost (the next round does, before anything else; `close` does while closing)
+        and rejoin."""
+        if self._failing is not None:
+            return
+        held = self._owned | self._revoking
+        log.warning("%s: %s: %s", self.group_id, reason,
+                    f"partitions lost: {sorted(held)}" if held else "rejoining")  # fmt: skip
+        self._reset(member_id=forget_member_id)
+        if self.state is not S.UNJOINED:
+            self._transition(S.UNJOINED)
+        self._interrupt_round()
+        self._rejoin_needed.set()
+
+    def _fail(self, error: MemberError) -> None:
+        """A fatal error: the supervisor reports what was held as lost and stops."""
+        if self._failing is not None or self._closing:
+            return
+        log.error("%s: %s", self.group_id, error)
+        self._failing = error
+        self._cancel_timers()
+        self._transition(S.FAILED)
+        self._interrupt_round()
+        self._rejoin_needed.set()
+
+    async def _report_failure(self) -> None:
+        held, self._owned, self._revoking = self._owned | self._revoking, frozenset(), frozenset()
+        self._reset(member_id=True)
+        if held:
+            await self._call_quietly("on_partitions_lost", held)
+        self._fatal = self._failing
+        self._notify()
+
+    async def _call_quietly(self, name: Callback, partitions: Partitions) -> None:
+        """A callback whose failure has nowhere left to go but the log."""
         try:
-            counts, _ = await self._link.partitions(sorted(snapshot))
-        except CoordinatorUnavailable:
-            return False
-        if dict(counts) == snapshot:
-            return False
-        self.request_rejoin(f"partition counts changed: {snapshot} -> {dict(counts)}")
-        return True
+            await invoke(self.listener, name, partitions)
+        except MemberError:
+            log.exception("%s: %s failed", self.group_id, name)
 
-    async def _lose_now(self) -> None:
-        if self._owned:
-            lost, self._owned = self._owned, frozenset()
-            await self._call("on_partitions_lost", lost)
-            await self._set_state("joining")
-
-    async def _stop_heartbeats(self) -> None:
-        task, self._heartbeat_task = self._heartbeat_task, None
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    # -- state ---------------------------------------------------------------------------------
+    def _interrupt_round(self) -> None:
+        self._urgent.set()
+        round_ = self._round
+        if round_ is not None and round_ is not asyncio.current_task() and not round_.done():
+            round_.cancel()
 
     def _reset(self, *, member_id: bool) -> None:
         self.generation = NO_GENERATION
         self._sticky_memory = ({}, NO_GENERATION)
+        self._alive_since = self._stable_since = None
+        self._cancel_timers()
         if member_id:
             self.member_id = ""
 
-    async def _set_state(self, state: State) -> None:
-        self.state = state
-        async with self._changed:
-            self._changed.notify_all()
+    def _transition(self, target: MemberState) -> None:
+        check_transition(self.state, target)
+        self.state = target
+        self._notify()
 
-    async def _fail(self, error: MemberError) -> None:
-        log.error("%s: %s", self.group_id, error)
-        self._fatal = error
-        if self._owned:
-            lost, self._owned = self._owned, frozenset()
-            await self._call("on_partitions_lost", lost)
-        self._reset(member_id=True)
-        await self._set_state("failed")
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def _raise_if_failed(self) -> None:
-        if self._fatal is not None:
-            raise self._fatal
+        if self._failing is not None:
+            raise self._failing
         if self._closing:
             raise MemberError("the member is closed")
-
-    async def _call(self, name: str, partitions: Partitions) -> None:
-        callback: Callable[[Partitions], Any] | None = getattr(self.listener, name, None)
-        if callback is None:
-            return
-        try:
-            result = callback(partitions)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # the application's bug must not wedge the group protocol
-            log.exception("%s: rebalance listener %s failed", self.group_id, name)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from kgroups.client.assignors.spec import NO_GENERATION, MemberSpec
+from kgroups.client.assignors.spec import MemberSpec
 from kgroups.protocol.consumer import (
     ConsumerProtocolError,
     Subscription,
@@ -32,6 +32,7 @@ from kgroups.protocol.consumer import (
     encode_sticky_user_data,
     encode_subscription,
 )
+from kgroups.protocol.groups import NO_GENERATION
 
 log = logging.getLogger(__name__)
 

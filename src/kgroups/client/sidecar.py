@@ -5,21 +5,37 @@ The application never speaks the Kafka protocol. It reads its assignment from a 
 when it has stopped working on revoked partitions:
 
     GET  /assignment  {"generation", "member_id", "state", "assignment": {"t": [0, 1]},
-                       "revoking": {"t": [1]}, "version"}
+                       "revoking": {"t": [1]}, "lost": {"t": [2]}, "version"}
     POST /revoked     acknowledge that work on "revoking" has stopped
-    POST /commit      {"offsets": {"t": {"0": 42}}}  (only partitions currently assigned)
+    POST /commit      {"offsets": {"t": {"0": 42}}, "generation": 7}
+                      (assigned or revoking partitions; "generation", optional, pins the
+                      commit to the generation the work was read in: 409 if it is not
+                      the member's generation any more)
     GET  /healthz     200 while the member is alive, 503 once it has failed
 
 The non-overlap guarantee comes from ordering. When partitions are revoked, the sidecar
 first publishes the assignment without them (listed under "revoking"), then waits for
-POST /revoked (or `revoke_timeout`) before the member protocol goes on and lets anyone
-else have them: eagerly before rejoining, cooperatively before the follow-up rebalance.
-Lost partitions (the member was expelled) are withdrawn at once; nobody waits for them.
-An application that acts only on "assignment" and acknowledges revocations therefore
-never works on a partition another sidecar's application holds.
+POST /revoked before the member protocol goes on and lets anyone else have them: eagerly
+before rejoining, cooperatively before the follow-up rebalance. The member keeps
+heartbeating meanwhile, so a slow acknowledgement costs nobody their membership; if none
+comes within the rebalance timeout, the partitions are reported lost (the coordinator is
+about to give them away). Lost partitions (the member was expelled, or the coordinator
+unreachable for a session timeout) are withdrawn at once and listed under "lost" until
+the next assignment: stop work on them now, without acknowledging. An application that
+acts only on "assignment" and acknowledges revocations therefore never works on a
+partition another sidecar's application holds.
+
+The batch pattern: read "generation" with the assignment, do the work, and commit with
+that generation; a commit for work read in an older generation is refused (409), even if
+the partition has come back to this member since.
+
+On SIGTERM the sidecar revokes everything and waits for POST /revoked at most
+`close_timeout` (the application's container is usually stopping too), then leaves.
 
 Without HTTP there is nobody to acknowledge, so a revocation waits `revoke_timeout` (a
-grace period for the application to notice the file) before proceeding.
+grace period for the application to notice the file) before proceeding; with HTTP and an
+explicit `revoke_timeout`, an unacknowledged revocation is released after it (for
+applications known to stop within that time that do not acknowledge).
 """
 
 from __future__ import annotations
@@ -77,14 +93,17 @@ class Sidecar:
         *,
         assignment_file: Path | None,
         http: tuple[str, int] | None,
-        revoke_timeout: float,
+        revoke_timeout: float | None,
+        close_timeout: float = 10.0,
     ) -> None:
         self.member: GroupMember = member_factory(self)
         self.assignment_file = assignment_file
         self.http = http
         self.revoke_timeout = revoke_timeout
+        self.close_timeout = close_timeout
         self.version = 0
         self._revoking: Partitions = frozenset()
+        self._lost: Partitions = frozenset()
         self._acked = asyncio.Event()
         self._held: Partitions = frozenset()
         self._server: asyncio.Server | None = None
@@ -98,24 +117,31 @@ class Sidecar:
         self._acked.clear()
         self._publish()
         try:
-            await asyncio.wait_for(self._acked.wait(), self.revoke_timeout)
+            if self.revoke_timeout is None:
+                await self._acked.wait()
+            else:
+                await asyncio.wait_for(self._acked.wait(), self.revoke_timeout)
         except TimeoutError:
             if self.http is not None:
                 log.warning(
                     "the application did not acknowledge revoking %s within %.1f s; "
-                    "releasing them anyway",
+                    "releasing them anyway (--revoke-timeout-ms)",
                     sorted(partitions),
                     self.revoke_timeout,
                 )
-        self._revoking = frozenset()
-        self._publish()
+        finally:  # acknowledged, timed out, or cancelled because they are lost now
+            self._revoking = self._revoking - partitions
+            self._publish()
 
     def on_partitions_lost(self, partitions: Partitions) -> None:
         self._held = self._held - partitions
+        self._revoking = self._revoking - partitions
+        self._lost = self._lost | partitions
         self._publish()
 
     def on_partitions_assigned(self, partitions: Partitions) -> None:
-        self._held = self.member.assignment
+        self._held = self.member.assignment - self.member.revoking
+        self._lost = self._lost - self._held
         self._publish()
 
     # -- publishing ------------------------------------------------------------------------
@@ -129,6 +155,7 @@ class Sidecar:
             "state": m.state,
             "assignment": _by_topic(self._held),
             "revoking": _by_topic(self._revoking),
+            "lost": _by_topic(self._lost),
         }
 
     def _publish(self) -> None:
@@ -216,13 +243,21 @@ class Sidecar:
                 for topic, per_partition in doc["offsets"].items()
                 for p, offset in per_partition.items()
             }
+            generation = doc.get("generation")
+            if generation is not None and (
+                isinstance(generation, bool) or not isinstance(generation, int)
+            ):
+                raise TypeError("generation must be an integer")
         except (ValueError, KeyError, TypeError, AttributeError):
-            return 400, {"error": 'expected {"offsets": {"topic": {"partition": offset}}}'}
-        foreign = sorted(tp for tp in offsets if tp not in self._held)
+            return 400, {
+                "error": 'expected {"offsets": {"topic": {"partition": offset}}, '
+                '"generation": N (optional)}'
+            }
+        foreign = sorted(tp for tp in offsets if tp not in self._held | self._revoking)
         if foreign:
             return 409, {"error": "not assigned to this member", "partitions": foreign}
         try:
-            await self.member.commit(offsets)
+            await self.member.commit(offsets, generation=generation)
         except CommitFailedError as exc:
             return 409, {"error": str(exc), "code": getattr(exc.code, "name", None)}
         except (RebalanceInProgressError, CoordinatorUnavailable) as exc:
@@ -253,21 +288,22 @@ class Sidecar:
                 log.error("the member failed: %s", starting.exception())
                 code = 1
             else:
-                failed = asyncio.create_task(self._until_failed())
+                failed = asyncio.create_task(self.member.wait_failed())
                 await asyncio.wait({failed, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 failed.cancel()
-                if self.member.state == "failed":
+                with contextlib.suppress(asyncio.CancelledError):
+                    await failed
+                if self.member.error is not None:
                     code = 1
         finally:
             for task in (starting, stopping):
                 task.cancel()
+            # Shutting down, the application may be gone too: bound the last revocation.
+            self.revoke_timeout = min(self.revoke_timeout or self.close_timeout,
+                                      self.close_timeout)  # fmt: skip
             await self.member.close()
             self._publish()
             if self._server is not None:
                 self._server.close()
                 await self._server.wait_closed()
         return code
-
-    async def _until_failed(self) -> None:
-        while self.member.state != "failed":
-            await asyncio.sleep(0.2)

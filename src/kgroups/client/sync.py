@@ -1,22 +1,54 @@
 """`SyncGroupMember`: the same member for code that is not async (a Spark driver, a script).
 
 The `GroupMember` runs on an event loop in a background thread; every method here hands
-the call to that loop and waits for the result. Listener callbacks run on the loop's
-thread: keep them short, or hand work to your own threads and wait for it there, because
-a revocation callback that returns means "stopped".
+the call to that loop and waits for the result, so checks such as a commit's pinned
+generation happen on the member's own loop, never between two of its steps.
+
+Listener callbacks run in a worker thread, one at a time, while the loop goes on
+heartbeating: a revocation callback may take as long as the work it waits for needs
+(up to the rebalance timeout; past it the partitions are reported lost while the callback
+still runs, as a Java consumer is dropped when max.poll.interval passes). A revocation
+callback that returns means "stopped".
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
-from kgroups.client.errors import OffsetAndMetadata, TopicPartition
-from kgroups.client.member import GroupMember, Partitions
+from kgroups.client.errors import MemberError, OffsetAndMetadata, TopicPartition
+from kgroups.client.listener import Callback, Partitions
+from kgroups.client.member import GroupMember
 
 T = TypeVar("T")
+
+
+class _InThreads:
+    """The application's listener, each callback run in a worker thread."""
+
+    def __init__(self, listener: object) -> None:
+        self._listener = listener
+
+    async def _run(self, name: Callback, partitions: Partitions) -> None:
+        callback = getattr(self._listener, name, None)
+        if callback is None:
+            return
+        if inspect.iscoroutinefunction(callback):
+            await callback(partitions)
+        else:
+            await asyncio.to_thread(callback, partitions)
+
+    async def on_partitions_revoked(self, partitions: Partitions) -> None:
+        await self._run("on_partitions_revoked", partitions)
+
+    async def on_partitions_assigned(self, partitions: Partitions) -> None:
+        await self._run("on_partitions_assigned", partitions)
+
+    async def on_partitions_lost(self, partitions: Partitions) -> None:
+        await self._run("on_partitions_lost", partitions)
 
 
 class SyncGroupMember:
@@ -28,6 +60,10 @@ class SyncGroupMember:
             target=self._loop.run_forever, name="kgroups-member-loop", daemon=True
         )
         self._thread.start()
+
+        listener = kwargs.get("listener")
+        if listener is not None:
+            kwargs["listener"] = _InThreads(listener)
 
         async def make() -> GroupMember:
             return GroupMember(*args, **kwargs)
@@ -57,8 +93,22 @@ class SyncGroupMember:
             self._member.wait_stable(after_generation=after_generation, timeout=timeout)
         )
 
-    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
-        self._call(self._member.commit(offsets))
+    @property
+    def state(self) -> str:
+        return str(self._member.state)
+
+    @property
+    def error(self) -> MemberError | None:
+        return self._member.error
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        *,
+        generation: int | None = None,
+    ) -> None:
+        """`GroupMember.commit`: pin `generation` to the generation the work was planned in."""
+        self._call(self._member.commit(offsets, generation=generation))
 
     def committed(
         self, partitions: Iterable[TopicPartition]

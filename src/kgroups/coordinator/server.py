@@ -48,7 +48,7 @@ from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.records import Record
 from kgroups.coordinator.metrics import CoordinatorMetrics
-from kgroups.coordinator.store import Store
+from kgroups.coordinator.store import RecordStore, Store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode
 from kgroups.protocol.apis import ApiKey, api_name
 from kgroups.protocol.frames import (
@@ -237,12 +237,25 @@ class _Pending:
 class CoordinatorServer:
     """Runs a `GroupCoordinator` on a TCP listener with a SQLite store."""
 
-    def __init__(self, settings: ServerSettings, *, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        *,
+        store: RecordStore | None = None,
+        wall_clock: Callable[[], float] = time.time,
+        new_member_id: Callable[[str], str] | None = None,
+    ) -> None:
+        """`store`, `wall_clock` and `new_member_id` are for deterministic simulations
+        (an in-memory store, the event loop's virtual time, reproducible ids)."""
         self.settings = settings
+        self._wall_clock = wall_clock
+        self._new_member_id = new_member_id
         self.connections: set[Connection] = set()
         self.coordinator: GroupCoordinator | None = None
         self.port = settings.port
-        self._store = store or Store(settings.data_dir, synchronous=settings.synchronous)
+        self._store: RecordStore = store or Store(
+            settings.data_dir, synchronous=settings.synchronous
+        )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-store")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -256,29 +269,34 @@ class CoordinatorServer:
         self._stopped = asyncio.Event()
         self._payloads: dict[tuple[int, int, object], bytes] = {}
         self.failure: BaseException | None = None
+        self._halting: asyncio.Task[None] | None = None
         self.metrics = CoordinatorMetrics(lambda: self.coordinator, lambda: len(self.connections))
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, listen: bool = True) -> None:
+        """Replay the store and serve; without `listen`, connections come only through
+        `accept` (in-memory transports in simulations)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._epoch_offset_ms = int(time.time() * 1000) - int(loop.time() * 1000)
+        self._epoch_offset_ms = int(self._wall_clock() * 1000) - int(loop.time() * 1000)
         await loop.run_in_executor(self._executor, self._store.open)
         cluster_id = await loop.run_in_executor(self._executor, self._store.cluster_id)
         records: list[Record] = await loop.run_in_executor(
             self._executor, lambda: list(self._store.load())
         )
-        self._server = await loop.create_server(
-            lambda: Connection(self), self.settings.host, self.settings.port
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        if listen:
+            self._server = await loop.create_server(
+                lambda: Connection(self), self.settings.host, self.settings.port
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
         node = Node(
             0,
             self.settings.advertised_host or self.settings.host,
             self.settings.advertised_port or self.port,
         )
-        coordinator = GroupCoordinator(self.settings.coordinator, node=node, cluster_id=cluster_id)
+        coordinator = GroupCoordinator(self.settings.coordinator, node=node, cluster_id=cluster_id,
+                                       new_member_id=self._new_member_id)  # fmt: skip
         for record in records:
             coordinator.replay(record)
         self.coordinator = coordinator
@@ -298,6 +316,14 @@ class CoordinatorServer:
             await self.metrics.serve(*self.settings.metrics)
         self._submit(coordinator.resume(now_ms=self.now_ms()))
         self._rearm()
+
+    def accept(self, transport: asyncio.Transport) -> Connection:
+        """Serve a connection that did not come through the listener."""
+        if self.failure is not None or self.stopped:
+            raise ConnectionRefusedError("the coordinator is not serving")
+        conn = Connection(self)
+        conn.connection_made(transport)
+        return conn
 
     async def serve_forever(self) -> None:
         await self._stopped.wait()
@@ -340,6 +366,8 @@ class CoordinatorServer:
     # -- requests ------------------------------------------------------------------------
 
     def dispatch(self, conn: Connection, frame: bytes) -> None:
+        if self.failure is not None:
+            return  # stopping: the state behind any answer is not trusted
         try:
             key, version, correlation_id = peek_header(frame)
         except MalformedFrame as exc:
@@ -368,11 +396,7 @@ class CoordinatorServer:
         try:
             effects = coordinator.handle(ctx, body, now_ms=self.now_ms())
         except HandlerFailed as failed:
-            log.exception("bug while handling %s v%d from %s", api_name(key), version, conn.peer)
-            self._pending.pop(ref, None)
-            self._submit(failed.effects)
-            conn.abort("internal error")
-            self._rearm()
+            self._halt(failed, f"a bug while handling {api_name(key)} v{version}")
             return
         self._submit(effects)
         self._rearm()
@@ -410,6 +434,8 @@ class CoordinatorServer:
         if exc is not None:
             self._fail(exc)
             return
+        if self.failure is not None:
+            return  # stopping: nobody is answered any more
         for effects in batch:
             self._deliver(effects.replies)
         self._flush()
@@ -445,15 +471,52 @@ class CoordinatorServer:
         return encode_response(pending.api_key, pending.api_version, pending.correlation_id, body)
 
     def _fail(self, exc: BaseException) -> None:
-        log.critical("store write failed, stopping the coordinator: %s", exc)
+        """The store failed: nothing more can be made durable, so nothing more is said."""
+        if self._stop_serving(exc, "store write failed"):
+            self._stopped.set()
+
+    def _halt(self, failed: HandlerFailed, what: str) -> None:
+        """Fail stop after a bug: the state in memory is half-changed and no record
+        explains it. The failed call's effects are dropped (neither persisted nor
+        answered); what earlier calls queued is still written, then the server stops,
+        and a restart replays what is durable (Kafka rolls such a group back instead)."""
+        if not self._stop_serving(failed, what, cause=failed.__cause__):
+            return
+        assert self._loop is not None
+        self._halting = self._loop.create_task(self._write_queue_then_stop())
+
+    def _stop_serving(
+        self, exc: BaseException, what: str, cause: BaseException | None = None
+    ) -> bool:
+        if self.failure is not None:
+            return False
+        log.critical("%s, stopping the coordinator: %r", what, cause or exc,
+                     exc_info=cause)  # fmt: skip
         self.failure = exc
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
-            conn.abort("coordinator stopping after a store failure")
+            conn.abort(f"coordinator stopping: {what}")
         if self._timer is not None:
             self._timer.cancel()
-        self._stopped.set()
+            self._timer = None
+        return True
+
+    async def _write_queue_then_stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._writing:
+                await asyncio.sleep(0.005)
+            records = [r for e in self._queue for r in e.records]
+            self._queue.clear()
+            if records:
+                await loop.run_in_executor(self._executor, self._store.append, records)
+            await loop.run_in_executor(self._executor, self._store.close)
+        except Exception:
+            log.exception("could not write what earlier requests queued")
+        finally:
+            self._executor.shutdown(wait=False)
+            self._stopped.set()
 
     # -- timers --------------------------------------------------------------------------
 
@@ -472,6 +535,8 @@ class CoordinatorServer:
             self._timer = self._loop.call_at(when, self._on_timer)
 
     def _on_timer(self) -> None:
+        if self.failure is not None:
+            return
         deadline = self._timer_deadline or 0
         self._timer = None
         self._timer_deadline = None
@@ -481,8 +546,8 @@ class CoordinatorServer:
             # The loop may wake a hair early; the deadline it was armed for has come.
             effects = coordinator.handle_timers(now_ms=max(self.now_ms(), deadline))
         except HandlerFailed as failed:
-            log.exception("bug while firing coordinator timers")
-            effects = failed.effects
+            self._halt(failed, "a bug while firing coordinator timers")
+            return
         self._submit(effects)
         self._rearm()
 

@@ -19,8 +19,9 @@ import fcntl
 import json
 import os
 import sqlite3
+import typing
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,16 @@ def decode_group(text: str) -> GroupValue:
             for m in raw["members"]
         ),
     )
+
+
+class RecordStore(typing.Protocol):
+    """What the server needs of a store: `Store`, or an in-memory one in simulations."""
+
+    def open(self) -> None: ...
+    def cluster_id(self) -> str: ...
+    def load(self) -> Iterable[Record]: ...
+    def append(self, records: Sequence[Record]) -> None: ...
+    def close(self) -> None: ...
 
 
 class Store:

@@ -21,19 +21,21 @@ from typing import Any
 
 import kopf
 
-from kgroups.admin import Admin, AdminError, CoordinatorUnreachable
+from kgroups.admin import Admin, AdminError
 from kgroups.operator import status as st
 from kgroups.operator.models import API_GROUP, API_VERSION, ConsumerGroupSpec, TopicSpec
+from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.groups import GroupConfig
 
 log = logging.getLogger(__name__)
 
 SETTING_NAMES = {
-    "minSessionTimeoutMs": "group.min.session.timeout.ms",
-    "maxSessionTimeoutMs": "group.max.session.timeout.ms",
-    "initialRebalanceDelayMs": "group.initial.rebalance.delay.ms",
-    "maxSize": "group.max.size",
-    "offsetsRetentionMinutes": "offsets.retention.minutes",
+    "minSessionTimeoutMs": GroupConfig.MIN_SESSION_TIMEOUT_MS,
+    "maxSessionTimeoutMs": GroupConfig.MAX_SESSION_TIMEOUT_MS,
+    "initialRebalanceDelayMs": GroupConfig.INITIAL_REBALANCE_DELAY_MS,
+    "maxSize": GroupConfig.MAX_SIZE,
+    "offsetsRetentionMinutes": GroupConfig.OFFSETS_RETENTION_MINUTES,
 }
 """ConsumerGroup spec.settings field -> the coordinator's per-group config name."""
 MAX_BACKOFF_S = 30.0
@@ -157,7 +159,7 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
         except AdminError as exc:
             if exc.code is not ErrorCode.unknown_topic_or_partition:
                 raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
-        except CoordinatorUnreachable as exc:
+        except CoordinatorUnavailable as exc:
             raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
 
     # --- ConsumerGroups -----------------------------------------------------------------
@@ -196,7 +198,7 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
                 offsets=await admin.committed_offsets(group_id),
                 topics=await admin.topics(cg.topics) if cg.topics else await admin.topics(),
             )
-        except (CoordinatorUnreachable, AdminError) as exc:
+        except (CoordinatorUnavailable, AdminError) as exc:
             # Apply the settings again once it answers: it may have come back without them.
             group_memo.applied = None
             group_memo.failures += 1
@@ -250,7 +252,7 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
             if code not in (ErrorCode.none, ErrorCode.group_id_not_found):
                 raise wait("CoordinatorRejected", f"DeleteGroups: {code.name}")
             await admin.alter_group_configs(group_id, dict.fromkeys(SETTING_NAMES.values()))
-        except CoordinatorUnreachable as exc:
+        except CoordinatorUnavailable as exc:
             raise wait("CoordinatorUnreachable", str(exc)) from exc
         except AdminError as exc:
             raise wait("CoordinatorRejected", str(exc)) from exc
@@ -280,10 +282,10 @@ async def _ensure_topic(
             actual = topic.partitions
         else:
             actual = existing
-    except (CoordinatorUnreachable, AdminError) as exc:
+    except (CoordinatorUnavailable, AdminError) as exc:
         reason = (
             "CoordinatorUnreachable"
-            if isinstance(exc, CoordinatorUnreachable)
+            if isinstance(exc, CoordinatorUnavailable)
             else "CoordinatorRejected"
         )
         _not_ready(patch, old, reason, str(exc), generation)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgroups.admin import GroupView
+from kgroups.protocol.groups import REBALANCING, GroupState
 
-REBALANCING_STATES = frozenset({"PreparingRebalance", "CompletingRebalance"})
+REBALANCING_STATES = frozenset(s.value for s in REBALANCING)
 MAX_MEMBERS = 200
 MAX_OFFSETS = 2000
 """Status lists are capped: an object must stay well under etcd's 1.5 MB limit however
@@ -142,7 +143,11 @@ def group_status(
     elif len(owned) < total:
         ready = ("False", "PartitionsUnassigned", f"{total - len(owned)} of {total} unassigned")
     else:
-        ready = ("True", "Stable", f"{len(g.members)} members own all {total} partitions")
+        ready = (
+            "True",
+            GroupState.STABLE.value,
+            f"{len(g.members)} members own all {total} partitions",
+        )
     conditions = list(old.get("conditions") or [])
     conditions = set_condition(conditions, "Ready", *ready, generation=generation, now=now)
     rebalancing = g.state in REBALANCING_STATES

@@ -8,6 +8,9 @@ has but the dict does not mention get their schema default (or a zero value), an
 Python values are converted to kio's (milliseconds to timedelta, ints to ErrorCode, None
 to "" where a version's string is not nullable).
 
+A name that no version of the message has is refused (`UnknownField`): that is a typo,
+which would otherwise be dropped as silently as a field an old version lacks.
+
 Plans are computed once per class and cached, which keeps encoding in the microseconds.
 """
 
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
+import pkgutil
 import typing
 import uuid
 from collections.abc import Callable, Mapping
@@ -80,14 +85,50 @@ def _scalar(kafka_type: str, optional: bool) -> tuple[Converter, Callable[[], An
     return _identity, lambda: 0
 
 
-_PLANS: dict[type, tuple[_FieldPlan, ...]] = {}
+class UnknownField(ValueError):
+    """A value for a field that no version of the message has."""
 
 
-def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+_PLANS: dict[type, tuple[tuple[_FieldPlan, ...], frozenset[str]]] = {}
+
+
+def _plan(cls: type) -> tuple[tuple[_FieldPlan, ...], frozenset[str]]:
     plans = _PLANS.get(cls)
     if plans is None:
-        plans = _PLANS[cls] = _make_plan(cls)
+        plans = _PLANS[cls] = (_make_plan(cls), _names_in_any_version(cls))
     return plans
+
+
+def _names_in_any_version(cls: type) -> frozenset[str]:
+    """Field names of `cls` in every version of its message (kio.schema.<api>.vN...);
+    for a class extending a kio one (kgroups.protocol.extensions), its base's too."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    for base in cls.__mro__:
+        if dataclasses.is_dataclass(base) and base.__module__.startswith("kio.schema."):
+            names.update(_family(base.__module__, base.__name__))
+    return frozenset(names)
+
+
+def _family(module_name: str, class_name: str) -> set[str]:
+    names: set[str] = set()
+    parts = module_name.split(".")
+    for i, part in enumerate(parts):
+        if part[:1] == "v" and part[1:].isdigit():
+            package = importlib.import_module(".".join(parts[:i]))
+            for info in pkgutil.iter_modules(package.__path__):
+                if info.name[:1] != "v" or not info.name[1:].isdigit():
+                    continue
+                try:
+                    module = importlib.import_module(
+                        ".".join([*parts[:i], info.name, *parts[i + 1 :]])
+                    )
+                except ImportError:
+                    continue
+                other = getattr(module, class_name, None)
+                if isinstance(other, type) and dataclasses.is_dataclass(other):
+                    names.update(f.name for f in dataclasses.fields(other))
+            break
+    return names
 
 
 def _make_plan(cls: type) -> tuple[_FieldPlan, ...]:
@@ -132,7 +173,11 @@ def _make_plan(cls: type) -> tuple[_FieldPlan, ...]:
 def build(cls: type[T], values: Mapping[str, Any]) -> T:
     """An instance of the kio class `cls` from `values` (see the module docstring)."""
     kwargs: dict[str, Any] = {}
-    for p in _plan(cls):
+    plans, known = _plan(cls)
+    if not known.issuperset(values):
+        unknown = sorted(set(values) - known)
+        raise UnknownField(f"{cls.__module__}.{cls.__name__} has no field {unknown} in any version")
+    for p in plans:
         if p.name in values:
             kwargs[p.name] = p.convert(values[p.name])
         elif p.required:

@@ -1,8 +1,22 @@
-"""A minimal asyncio Kafka protocol connection: send a kio request, await its response.
+"""The client side of the Kafka protocol: one connection, and one that reconnects.
 
-Used by the CLI (`kgroups topic create`), the tests and, later, the member library.
-Requests may be pipelined; responses are matched by correlation id. The caller chooses
-the version by choosing the kio class (`kio.schema.<api>.v<N>.request`).
+`KafkaConnection` is one TCP connection: requests may be pipelined, answers are matched by
+correlation id, and the caller picks the version by picking the kio class
+(`kio.schema.<api>.v<N>.request`). When it closes, for whatever reason, every request
+still waiting on it fails at once with `ConnectionClosed`: nobody waits out a timeout on a
+connection that is already gone.
+
+`ReconnectingConnection` is what long-lived callers use (the member's links to its
+coordinator, the admin client behind the operator and the CLI): it finds the server
+through a `locate` function, connects, and after any failure drops the connection so the
+next request finds and connects afresh (Java's `markCoordinatorUnknown`). One deadline
+covers everything a request needs (locating the server, connecting, the answer), so a
+caller's timeout holds even when the server accepts connections but never answers. A
+request whose caller gives up (timeout or cancellation) also drops the connection: the
+server answers one request at a time per connection, so a request left parked there
+(a JoinGroup waiting for a rebalance) would hold up every later one.
+
+Both take a `connect` function, so tests can run them over in-memory transports.
 """
 
 from __future__ import annotations
@@ -11,15 +25,25 @@ import asyncio
 import contextlib
 import io
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kgroups.protocol.extensions import RESPONSES
 from kgroups.protocol.frames import SIZE, skip_tagged_fields, writer_for
 from kgroups.protocol.tags import read_entity
 
+Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Connector = Callable[[str, int], Awaitable[Streams]]
+Locate = Callable[[float], Awaitable[tuple[str, int]]]
+"""Given a deadline (event-loop time), the (host, port) to connect to."""
+
 
 class ConnectionClosed(ConnectionError):
-    """The peer closed the connection before answering."""
+    """The connection closed before the answer came."""
+
+
+class CoordinatorUnavailable(ConnectionError):
+    """The server could not be reached in time, or the connection broke; retry later."""
 
 
 def _response_class(request_cls: type) -> type:
@@ -53,8 +77,12 @@ def encode_request(body: Any, correlation_id: int, client_id: str | None = "kgro
     return bytes(frame)
 
 
+async def _tcp(host: str, port: int) -> Streams:
+    return await asyncio.open_connection(host, port)
+
+
 class KafkaConnection:
-    """One TCP connection to a Kafka-protocol server."""
+    """One connection to a Kafka-protocol server."""
 
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str
@@ -64,23 +92,37 @@ class KafkaConnection:
         self._client_id = client_id
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[type, asyncio.Future[Any]]] = {}
+        self._closed: BaseException | None = None
         self._task = asyncio.create_task(self._read_loop(), name="kafka-connection-reader")
 
     @classmethod
-    async def open(cls, host: str, port: int, *, client_id: str = "kgroups") -> KafkaConnection:
-        reader, writer = await asyncio.open_connection(host, port)
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kgroups",
+        connect: Connector | None = None,
+    ) -> KafkaConnection:
+        reader, writer = await (connect or _tcp)(host, port)
         return cls(reader, writer, client_id)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
 
     async def request(self, body: Any) -> Any:
         """Send `body` and wait for the matching response object."""
-        if self._task.done():
-            raise ConnectionClosed("connection is closed")
+        if self._closed is not None:
+            raise ConnectionClosed(f"connection is closed: {self._closed}")
         correlation_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        response_cls = _response_class(type(body))
-        self._waiting[correlation_id] = (response_cls, future)
-        self._writer.write(encode_request(body, correlation_id, self._client_id))
-        await self._writer.drain()
+        self._waiting[correlation_id] = (_response_class(type(body)), future)
+        try:
+            self._writer.write(encode_request(body, correlation_id, self._client_id))
+            await self._writer.drain()
+        except ConnectionError as exc:
+            self._fail(ConnectionClosed(str(exc) or "connection lost while sending"))
         return await future
 
     async def _read_loop(self) -> None:
@@ -89,7 +131,10 @@ class KafkaConnection:
                 (size,) = SIZE.unpack(await self._reader.readexactly(4))
                 frame = await self._reader.readexactly(size)
                 correlation_id = int.from_bytes(frame[:4], "big", signed=True)
-                response_cls, future = self._waiting.pop(correlation_id)
+                waiting = self._waiting.pop(correlation_id, None)
+                if waiting is None:
+                    raise ConnectionClosed(f"answer to unknown request {correlation_id}")
+                response_cls, future = waiting
                 offset = 4
                 view = memoryview(frame)
                 api_key = int(response_cls.__api_key__)  # type: ignore[attr-defined]
@@ -99,21 +144,126 @@ class KafkaConnection:
                 if not future.done():
                     future.set_result(body)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            self._fail(ConnectionClosed(str(exc) or "connection closed"))
-        except Exception as exc:  # a response we cannot decode: fail every waiter
-            self._fail(exc)
+            self._fail(ConnectionClosed(str(exc) or "connection closed by the server"))
+        except asyncio.CancelledError:
+            self._fail(ConnectionClosed("connection closed"))
             raise
+        except Exception as exc:  # noqa: BLE001  (an undecodable answer: the stream is unusable)
+            self._fail(ConnectionClosed(f"undecodable answer: {exc!r}"))
+        finally:
+            self._writer.close()
 
     def _fail(self, exc: BaseException) -> None:
-        for _, future in self._waiting.values():
+        """Close for good: every waiting request fails with `exc` now."""
+        if self._closed is None:
+            self._closed = exc
+        waiting, self._waiting = self._waiting, {}
+        for _, future in waiting.values():
             if not future.done():
                 future.set_exception(exc)
-        self._waiting.clear()
+                future.exception()  # a caller that gave up must not leave it "never retrieved"
+        self._writer.close()
 
     async def close(self) -> None:
-        self._writer.close()
+        self._fail(ConnectionClosed("connection closed"))
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
         with contextlib.suppress(ConnectionError):
             await self._writer.wait_closed()
+
+
+def fixed(host: str, port: int) -> Locate:
+    """A `locate` for a server at a known address."""
+
+    async def locate(deadline: float) -> tuple[str, int]:
+        return host, port
+
+    return locate
+
+
+class ReconnectingConnection:
+    """A connection to whatever server `locate` names, re-established after failures."""
+
+    def __init__(
+        self,
+        locate: Locate,
+        *,
+        client_id: str,
+        timeout: float,
+        connect: Connector | None = None,
+    ) -> None:
+        self._locate = locate
+        self._client_id = client_id
+        self.timeout = timeout
+        self._connect = connect or _tcp
+        self._conn: KafkaConnection | None = None
+        self._opening: asyncio.Task[KafkaConnection] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    async def request(self, body: Any, *, timeout: float | None = None) -> Any:
+        """Send `body`; any failure within `timeout` (locating, connecting, the answer)
+        drops the connection and raises `CoordinatorUnavailable`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout if timeout is None else timeout)
+        conn: KafkaConnection | None = None
+        try:
+            async with asyncio.timeout_at(deadline):
+                conn = await self._connection(deadline)
+                return await conn.request(body)
+        except (ConnectionError, TimeoutError) as exc:
+            await self._drop(conn)
+            if isinstance(exc, CoordinatorUnavailable):
+                raise
+            reason = str(exc) or ("no answer in time" if isinstance(exc, TimeoutError) else "")
+            raise CoordinatorUnavailable(reason or type(exc).__name__) from exc
+        except asyncio.CancelledError:
+            await asyncio.shield(self._drop(conn))
+            raise
+
+    async def _connection(self, deadline: float) -> KafkaConnection:
+        conn = self._conn
+        if conn is not None and not conn.closed:
+            return conn
+        if self._opening is None or self._opening.done():
+            self._opening = asyncio.create_task(self._open(deadline), name="kafka-connect")
+            # Read the outcome even when every caller gave up waiting for it.
+            self._opening.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        # Shielded: a caller that gives up must not cancel a connect others wait for.
+        return await asyncio.shield(self._opening)
+
+    async def _open(self, deadline: float) -> KafkaConnection:
+        try:
+            async with asyncio.timeout_at(deadline):
+                host, port = await self._locate(deadline)
+                try:
+                    conn = await KafkaConnection.open(
+                        host, port, client_id=self._client_id, connect=self._connect
+                    )
+                except OSError as exc:
+                    raise CoordinatorUnavailable(f"cannot connect to {host}:{port}: {exc}") from exc
+        except TimeoutError as exc:
+            raise CoordinatorUnavailable("no server found in time") from exc
+        self._conn = conn
+        return conn
+
+    async def _drop(self, conn: KafkaConnection | None) -> None:
+        if conn is not None and conn is self._conn:
+            self._conn = None
+        if conn is not None:
+            await conn.close()
+
+    async def reset(self) -> None:
+        """Forget the server: the next request locates it and connects again."""
+        opening, self._opening = self._opening, None
+        if opening is not None and not opening.done():
+            opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await opening
+        await self._drop(self._conn)
+
+    async def close(self) -> None:
+        await self.reset()

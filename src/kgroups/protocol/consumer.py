@@ -34,12 +34,12 @@ from kio.schema.consumer_protocol_subscription import v3 as s3
 
 from kgroups.protocol.build import build
 from kgroups.protocol.frames import writer_for
+from kgroups.protocol.groups import NO_GENERATION
 from kgroups.protocol.tags import reader_for
 
 PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_VERSION = 3
 ASSIGNMENT_VERSION = 3
-NO_GENERATION = -1
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kgroups.client.assignors.spec import NO_GENERATION, GroupAssignment, GroupSpec, MemberSpec
+from kgroups.client.assignors.spec import GroupAssignment, GroupSpec, MemberSpec
+from kgroups.protocol.groups import NO_GENERATION
 
 
 class SpecError(ValueError):

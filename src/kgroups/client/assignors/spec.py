@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, ParamSpec, Protocol, TypeVar
 
-NO_GENERATION = -1
+from kgroups.protocol.groups import NO_GENERATION
 
 RebalanceProtocol = Literal["eager", "cooperative"]
 GroupAssignment = dict[str, dict[str, list[int]]]

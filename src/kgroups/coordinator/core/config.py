@@ -8,22 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kgroups.protocol.groups import COORDINATOR
+
 MINUTE_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorConfig:
-    group_min_session_timeout_ms: int = 6_000
+    group_min_session_timeout_ms: int = COORDINATOR.min_session_timeout_ms
     """JoinGroup with a smaller session timeout gets INVALID_SESSION_TIMEOUT."""
-    group_max_session_timeout_ms: int = 1_800_000
+    group_max_session_timeout_ms: int = COORDINATOR.max_session_timeout_ms
     """JoinGroup with a larger session timeout gets INVALID_SESSION_TIMEOUT."""
-    group_initial_rebalance_delay_ms: int = 3_000
+    group_initial_rebalance_delay_ms: int = COORDINATOR.initial_rebalance_delay_ms
     """How long the first rebalance of an empty group waits for more members (KIP-134)."""
-    group_max_size: int = 2**31 - 1
+    group_max_size: int = COORDINATOR.max_size
     """Members beyond this get GROUP_MAX_SIZE_REACHED."""
     group_new_member_join_timeout_ms: int = 300_000
     """How long a new member may sit in a join phase (KAFKA-9752); fixed in Kafka."""
-    offsets_retention_minutes: int = 10_080
+    offsets_retention_minutes: int = COORDINATOR.offsets_retention_minutes
     """How long offsets outlive an empty group (or a simple group's last commit)."""
     offsets_retention_check_interval_ms: int = 600_000
     """How often expired offsets and groups are swept."""

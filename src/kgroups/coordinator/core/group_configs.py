@@ -30,17 +30,18 @@ from kgroups.coordinator.core.msg_configs import (
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.records import GroupConfigRecord
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupConfig
 
-GROUP = 32
+GROUP = GROUP_RESOURCE_TYPE
 SET, DELETE = 0, 1
 GROUP_CONFIG_SOURCE, STATIC_BROKER_CONFIG_SOURCE = 8, 4
 
 SETTINGS: dict[str, str] = {
-    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
-    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
-    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
-    "group.max.size": "group_max_size",
-    "offsets.retention.minutes": "offsets_retention_minutes",
+    GroupConfig.MIN_SESSION_TIMEOUT_MS: "group_min_session_timeout_ms",
+    GroupConfig.MAX_SESSION_TIMEOUT_MS: "group_max_session_timeout_ms",
+    GroupConfig.INITIAL_REBALANCE_DELAY_MS: "group_initial_rebalance_delay_ms",
+    GroupConfig.MAX_SIZE: "group_max_size",
+    GroupConfig.OFFSETS_RETENTION_MINUTES: "offsets_retention_minutes",
 }
 """Kafka config name -> CoordinatorConfig field, for every setting a group may override."""
 
@@ -90,7 +91,7 @@ def _validate(core: Core, overrides: dict[str, int]) -> None:
     except ValueError as exc:
         raise ConfigRejected(str(exc).replace("_", ".")) from exc
     for name, value in overrides.items():
-        if value < 0 or (value == 0 and name != "group.initial.rebalance.delay.ms"):
+        if value < 0 or (value == 0 and name != GroupConfig.INITIAL_REBALANCE_DELAY_MS):
             raise ConfigRejected(f"{name} must be positive, got {value}")
 
 

@@ -67,8 +67,9 @@ _HANDLERS: Mapping[type, Handler] = {
 class HandlerFailed(Exception):
     """A bug surfaced while handling a request or timer.
 
-    `effects` holds what the call had already done: its records must still be persisted
-    (the in-memory state already reflects them) and its replies sent.
+    `effects` holds what the call had already done. The state in memory is then
+    half-changed, which no record explains: the server stops without persisting or
+    sending them (fail stop), and a restart replays what was durable before the call.
     """
 
     def __init__(self, effects: Effects) -> None:

@@ -26,23 +26,11 @@ Dead
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 
+from kgroups.protocol.groups import GroupState
 
-class GroupState(enum.Enum):
-    """A classic group's state; the value is the name Kafka puts on the wire."""
-
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    @property
-    def lower(self) -> str:
-        """The lower-case name ListGroups' state filter is matched against."""
-        return self.value.lower()
+__all__ = ["CAN_REBALANCE", "VALID_PREVIOUS", "GroupState"]
 
 
 VALID_PREVIOUS: Mapping[GroupState, frozenset[GroupState]] = {

@@ -52,6 +52,10 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
     elif group.state is GroupState.STABLE:
         rb.remove_pending_sync_member(core, group, req.member_id)
         member = group.members[req.member_id]
+        # The answer proves the member alive: its session restarts now (Kafka does the
+        # same), or a member whose SyncGroup came late is expelled on the old session
+        # while it holds its freshly synced assignment.
+        rb.reschedule_heartbeat(core, group, member)
         core.out.reply(
             ctx.ref,
             SyncGroupResponse(

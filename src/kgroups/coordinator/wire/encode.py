@@ -149,8 +149,12 @@ def _describe(r: mg.DescribeGroupsResponse, version: int) -> dict[str, Any]:
                     for m in g.members
                 ],
                 "authorized_operations": NO_OPERATIONS,
-                "generation_id": g.generation_id,
-                "leader_id": g.leader_id or "",
+                # Tagged fields of kgroups' v5+ extension (protocol.extensions).
+                **(
+                    {"generation_id": g.generation_id, "leader_id": g.leader_id or ""}
+                    if version >= 5
+                    else {}
+                ),
             }
             for g in r.groups
         ]

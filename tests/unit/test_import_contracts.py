@@ -1,0 +1,70 @@
+"""Each import contract in .importlinter can fail: one forbidden import, added to a copy
+of the source tree, breaks the contract that forbids it.
+
+A contract that no import could break would pass whatever the code did; these runs
+prove each one is watching the modules it names.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+VIOLATIONS = {
+    # contract id: (module file under src/kgroups, the import that breaks it)
+    "layers": ("protocol/frames.py", "import kgroups.coordinator.core"),
+    "layers-metrics": ("coordinator/metrics.py", "import kgroups.coordinator.server"),
+    "clients-over-the-wire": ("client/errors.py", "import kgroups.coordinator.core.states"),
+    "clients-over-the-wire-admin": ("admin.py", "import kgroups.coordinator.core"),
+    "admin-is-not-a-member": ("admin.py", "import kgroups.client.errors"),
+    "sans-io-core": ("coordinator/core/states.py", "import time"),
+    "client-layers": ("client/errors.py", "import kgroups.client.member"),
+    "pure-assignors": ("client/assignors/spec.py", "import random"),
+    "operator-on-top": ("protocol/frames.py", "import kopf"),
+    "operator-over-the-wire": ("operator/status.py", "import kgroups.client.errors"),
+}
+
+
+def contract_names() -> dict[str, str]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter")
+    prefix = "importlinter:contract:"
+    return {s[len(prefix) :]: config[s]["name"] for s in config.sections() if s.startswith(prefix)}
+
+
+def lint(tree: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    result = subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(tree / ".importlinter"), "--no-cache"],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    return result.stdout + result.stderr
+
+
+def test_every_contract_has_a_violation_below() -> None:
+    covered = {key.split("-admin")[0].split("-metrics")[0] for key in VIOLATIONS}
+    assert covered == set(contract_names())
+
+
+@pytest.mark.parametrize("case", sorted(VIOLATIONS))
+def test_one_forbidden_import_breaks_its_contract(case: str, tmp_path: Path) -> None:
+    module, line = VIOLATIONS[case]
+    contract = case.split("-admin", maxsplit=1)[0].split("-metrics", maxsplit=1)[0]
+    shutil.copytree(ROOT / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    target = tmp_path / "src" / "kgroups" / module
+    target.write_text(target.read_text() + f"\n{line}  # noqa\n")
+    output = lint(tmp_path)
+    # (An import may break more contracts than its own: the operator imports the admin
+    # client, so what the admin client must not import, the operator must not either.)
+    details = " ".join(output.split("Broken contracts", 1)[-1].split())
+    assert " ".join(contract_names()[contract].split()) in details, output
