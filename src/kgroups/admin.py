@@ -11,25 +11,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from kio.schema.create_partitions.v3 import request as cp
+from kio.schema.create_partitions.v3 import response as cpr
 from kio.schema.create_topics.v7 import request as ct
+from kio.schema.create_topics.v7 import response as ctr
 from kio.schema.delete_groups.v2 import request as dg
+from kio.schema.delete_groups.v2 import response as dgrr
 from kio.schema.delete_topics.v6 import request as dt
+from kio.schema.delete_topics.v6 import response as dtr
 from kio.schema.describe_configs.v4 import request as dc
+from kio.schema.describe_configs.v4 import response as dcr
 from kio.schema.describe_groups.v5 import request as dgr
 from kio.schema.incremental_alter_configs.v1 import request as iac
+from kio.schema.incremental_alter_configs.v1 import response as iacr
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12 import response as mdr
 from kio.schema.offset_fetch.v8 import request as of
+from kio.schema.offset_fetch.v8 import response as ofr
 
 from kgroups.protocol.build import build
 from kgroups.protocol.client import CoordinatorUnavailable, ReconnectingConnection, fixed
 from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.extensions import DescribeGroupsResponseV5
 from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupState
 
 TIMEOUT_MS = 30_000
+R = TypeVar("R")
 GROUP_RESOURCE = GROUP_RESOURCE_TYPE
 """ConfigResource.Type.GROUP (KIP-848): per-group configs through (Incremental)AlterConfigs."""
 SET, DELETE = 0, 1
@@ -102,10 +112,11 @@ class Admin:
     async def close(self) -> None:
         await self._conn.close()
 
-    async def request(self, body: Any, timeout: float | None = None) -> Any:
-        """Send one request; any connection failure becomes CoordinatorUnavailable."""
+    async def request(self, body: object, answer: type[R], timeout: float | None = None) -> R:
+        """Send one request and get an `answer` (the response class of its API and
+        version); any connection failure becomes CoordinatorUnavailable."""
         try:
-            return await self._conn.request(body, timeout=timeout)
+            return await self._conn.ask(body, answer, timeout=timeout)
         except CoordinatorUnavailable as exc:
             raise CoordinatorUnavailable(
                 f"coordinator {self.host}:{self.port} unreachable: {exc}"
@@ -121,7 +132,7 @@ class Admin:
                 "timeout": TIMEOUT_MS,
             },
         )
-        result = (await self.request(req)).topics[0]
+        result = (await self.request(req, ctr.CreateTopicsResponse)).topics[0]
         _check(result.error_code, result.error_message)
 
     async def create_partitions(self, name: str, partitions: int) -> None:
@@ -132,19 +143,19 @@ class Admin:
                 "timeout": TIMEOUT_MS,
             },
         )
-        result = (await self.request(req)).results[0]
+        result = (await self.request(req, cpr.CreatePartitionsResponse)).results[0]
         _check(result.error_code, result.error_message)
 
     async def delete_topic(self, name: str) -> None:
         req = build(dt.DeleteTopicsRequest, {"topics": [{"name": name}], "timeout": TIMEOUT_MS})
-        result = (await self.request(req)).responses[0]
+        result = (await self.request(req, dtr.DeleteTopicsResponse)).responses[0]
         _check(result.error_code, result.error_message)
 
     async def topics(self, names: list[str] | None = None) -> dict[str, int]:
         """Partition counts of the named topics that exist (all topics for None)."""
         topics = None if names is None else [{"name": n} for n in names]
         req = build(md.MetadataRequest, {"topics": topics, "allow_auto_topic_creation": False})
-        response = await self.request(req)
+        response = await self.request(req, mdr.MetadataResponse)
         return {
             t.name or "": len(t.partitions)
             for t in response.topics
@@ -155,7 +166,7 @@ class Admin:
 
     async def describe_group(self, group_id: str) -> GroupView:
         req = build(dgr.DescribeGroupsRequest, {"groups": [group_id]})
-        g = (await self.request(req)).groups[0]
+        g = (await self.request(req, DescribeGroupsResponseV5)).groups[0]
         if g.error_code is ErrorCode.group_id_not_found:
             return GroupView(group_id, GroupState.DEAD.value, "", "")
         _check(g.error_code)
@@ -175,14 +186,14 @@ class Admin:
             g.protocol_type,
             g.protocol_data,
             members,
-            int(getattr(g, "generation_id", -1)),
-            getattr(g, "leader_id", ""),
+            int(g.generation_id),
+            g.leader_id,
         )
 
     async def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """Every committed offset of the group (OffsetFetch for all topics)."""
         req = build(of.OffsetFetchRequest, {"groups": [{"group_id": group_id, "topics": None}]})
-        group = (await self.request(req)).groups[0]
+        group = (await self.request(req, ofr.OffsetFetchResponse)).groups[0]
         _check(group.error_code)
         return {
             (t.name, p.partition_index): p.committed_offset
@@ -194,7 +205,7 @@ class Admin:
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups; returns the group's error code (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND...)."""
         req = build(dg.DeleteGroupsRequest, {"groups_names": [group_id]})
-        code: ErrorCode = (await self.request(req)).results[0].error_code
+        code: ErrorCode = (await self.request(req, dgrr.DeleteGroupsResponse)).results[0].error_code
         return code
 
     async def alter_group_configs(self, group_id: str, configs: Mapping[str, int | None]) -> None:
@@ -219,7 +230,7 @@ class Admin:
                 "validate_only": False,
             },
         )
-        result = (await self.request(req)).responses[0]
+        result = (await self.request(req, iacr.IncrementalAlterConfigsResponse)).responses[0]
         _check(result.error_code, result.error_message)
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
@@ -236,7 +247,7 @@ class Admin:
                 ]
             },
         )
-        result = (await self.request(req)).results[0]
+        result = (await self.request(req, dcr.DescribeConfigsResponse)).results[0]
         _check(result.error_code, result.error_message)
         return {c.name: c.value or "" for c in result.configs}
 

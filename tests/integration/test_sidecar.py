@@ -173,6 +173,17 @@ def test_apps_behind_sidecars_never_work_on_the_same_partition(
         assert status == 409, body
         status, body = http(c.address, "POST", "/commit", {"nonsense": True})
         assert status == 400, body
+        # Pinned to the generation the work was read in: accepted while it is current,
+        # refused (409) once it is not, even for a partition the member still holds.
+        generation = over_http["generation"]
+        pinned = {"offsets": {"jobs": {str(mine): 6}}, "generation": generation}
+        status, body = http(c.address, "POST", "/commit", pinned)
+        assert status == 200, body
+        stale = {"offsets": {"jobs": {str(mine): 7}}, "generation": generation - 1}
+        status, body = http(c.address, "POST", "/commit", stale)
+        assert status == 409 and "generation" in body["error"], body
+        status, body = http(c.address, "POST", "/commit", {**pinned, "generation": "7"})
+        assert status == 400, body
         status, body = http(c.address, "GET", "/healthz")
         assert status == 200
 

@@ -33,7 +33,7 @@ class InFlight:
         self.sent: list[Any] = []
         self.answered = asyncio.Event()
 
-    async def heartbeat(self, body: Any, *, timeout: float | None = None) -> Any:
+    async def heartbeat(self, body: Any, answer: Any, *, timeout: float | None = None) -> Any:
         self.sent.append(body)
         if len(self.sent) > 1:
             await asyncio.Event().wait()

@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TypeVar
 
 from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
+from kio.schema.metadata.v12 import response as mdr
 
 from kgroups.protocol.build import build
 from kgroups.protocol.client import (
@@ -36,6 +37,7 @@ from kgroups.protocol.client import (
 from kgroups.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 COORDINATOR_MOVED = frozenset(
     {
@@ -117,13 +119,14 @@ class CoordinatorLink:
             return found.host, int(found.port)
         raise CoordinatorUnavailable("no coordinator for the group: " + "; ".join(problems))
 
-    async def request(self, body: Any, *, timeout: float | None = None) -> Any:
-        """Send to the coordinator; any trouble becomes `CoordinatorUnavailable`."""
-        return await self._requests.request(body, timeout=timeout)
+    async def request(self, body: object, answer: type[R], *, timeout: float | None = None) -> R:
+        """Send to the coordinator and get an `answer`; any trouble becomes
+        `CoordinatorUnavailable`."""
+        return await self._requests.ask(body, answer, timeout=timeout)
 
-    async def heartbeat(self, body: Any, *, timeout: float) -> Any:
+    async def heartbeat(self, body: object, answer: type[R], *, timeout: float) -> R:
         """Send a heartbeat on the heartbeat connection."""
-        return await self._heartbeats.request(body, timeout=timeout)
+        return await self._heartbeats.ask(body, answer, timeout=timeout)
 
     async def partitions(
         self, topics: list[str]
@@ -131,7 +134,7 @@ class CoordinatorLink:
         """Partition counts of the `topics` that exist, and each partition's replica racks
         (empty when the brokers declare no racks)."""
         body = build(md.MetadataRequest, {"topics": [{"name": t} for t in sorted(topics)]})
-        response = await self.request(body)
+        response = await self.request(body, mdr.MetadataResponse)
         racks_of = {b.node_id: b.rack for b in response.brokers if b.rack}
         counts: dict[str, int] = {}
         racks: dict[str, list[frozenset[str]]] = {}

@@ -97,6 +97,14 @@ from kgroups.protocol.consumer import (
 )
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import MEMBER, NO_GENERATION
+from kgroups.protocol.responses import (
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +307,7 @@ class GroupMember:
         if state not in (S.STABLE, S.PREPARING) or current < 0:
             raise CommitFailedError(f"cannot commit: the member is {state} and holds no generation")
         body = commit_request(self.group_id, current, member_id, self.instance_id, offsets)
-        failed = commit_errors(await self._link.request(body))
+        failed = commit_errors(await self._link.request(body, OffsetCommitResponse))
         if failed:
             self._commit_failed(failed, current, member_id)
 
@@ -344,7 +352,9 @@ class GroupMember:
         """The group's committed offsets for `partitions` (None where nothing is committed)."""
         self._raise_if_failed()
         wanted = [TopicPartition(*tp) for tp in partitions]
-        response = await self._link.request(fetch_request(self.group_id, wanted))
+        response = await self._link.request(
+            fetch_request(self.group_id, wanted), OffsetFetchResponse
+        )
         return fetch_result(response, wanted)
 
     async def close(self, *, leave: bool | None = None) -> None:
@@ -398,7 +408,7 @@ class GroupMember:
         if leave and self.member_id and self._failing is None:
             body = leave_request(self.group_id, self.member_id, self.instance_id, "closing")
             with contextlib.suppress(CoordinatorUnavailable):
-                await self._link.request(body, timeout=5)
+                await self._link.request(body, LeaveGroupResponse, timeout=5)
         await self._link.close()
         self._fatal = self._failing
         self._transition(S.CLOSED)
@@ -468,7 +478,7 @@ class GroupMember:
             sent = loop.time()
             try:
                 response = await self._link.heartbeat(
-                    body, timeout=max(self.heartbeat_interval, 1.0)
+                    body, HeartbeatResponse, timeout=max(self.heartbeat_interval, 1.0)
                 )
             except CoordinatorUnavailable as exc:
                 log.debug("%s: heartbeat failed: %s", self.group_id, exc)
@@ -548,7 +558,9 @@ class GroupMember:
         body = sync_request(self.group_id, self.generation, self.member_id, self.instance_id,
                             self.protocol_name, assignments)  # fmt: skip
         sent = asyncio.get_running_loop().time()
-        sync = await self._link.request(body, timeout=self.rebalance_timeout_ms / 1000 + 5)
+        sync = await self._link.request(
+            body, SyncGroupResponse, timeout=self.rebalance_timeout_ms / 1000 + 5
+        )
         self._check_group_response("sync", sync.error_code)
         try:
             assignment = decode_assignment(sync.assignment)
@@ -581,7 +593,7 @@ class GroupMember:
         self._revoking -= partitions
         self._rearm_session_deadline()
 
-    async def _join(self) -> tuple[Any, float]:
+    async def _join(self) -> tuple[JoinGroupResponse, float]:
         loop = asyncio.get_running_loop()
         while True:
             protocols = [(a.name, self._metadata(a)) for a in self.assignors]
@@ -592,7 +604,9 @@ class GroupMember:
             # ends, so the revocation deadline no longer applies.
             self._cancel_timer("rebalance")
             sent = loop.time()
-            response = await self._link.request(body, timeout=self.rebalance_timeout_ms / 1000 + 5)
+            response = await self._link.request(
+                body, JoinGroupResponse, timeout=self.rebalance_timeout_ms / 1000 + 5
+            )
             if response.error_code is ErrorCode.member_id_required:
                 self.member_id = response.member_id
                 continue

@@ -26,12 +26,13 @@ import contextlib
 import io
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kgroups.protocol.extensions import RESPONSES
 from kgroups.protocol.frames import SIZE, skip_tagged_fields, writer_for
 from kgroups.protocol.tags import read_entity
 
+R = TypeVar("R")
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Connector = Callable[[str, int], Awaitable[Streams]]
 Locate = Callable[[float], Awaitable[tuple[str, int]]]
@@ -203,6 +204,14 @@ class ReconnectingConnection:
     @property
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
+
+    async def ask(self, body: object, answer: type[R], *, timeout: float | None = None) -> R:
+        """`request`, typed: the answer must be an `answer` (the response class of the
+        request's API and version), which mypy then sees; anything else is a bug here."""
+        response = await self.request(body, timeout=timeout)
+        if not isinstance(response, answer):
+            raise TypeError(f"expected {answer.__name__}, got {type(response).__name__}")
+        return response
 
     async def request(self, body: Any, *, timeout: float | None = None) -> Any:
         """Send `body`; any failure within `timeout` (locating, connecting, the answer)
