@@ -1,0 +1,98 @@
+"""Count clicks per user with Spark, as one member of a kgroups consumer group.
+
+Run several copies with the same --group: they split the topic's partitions, take over
+each other's when one dies, and publish every record's count exactly once:
+
+    python examples/spark/clickcount.py --bootstrap 127.0.0.1:9092 --group clicks \\
+        --topic clicks --source files:/data/log --output /data/counts
+
+(or the same under spark-submit). Each published file is one batch of one partition,
+`<output>/<topic>-<partition>-<start>-<end>.json` (end exclusive), holding
+{"<user>": count} for the records in it ("null" for records without a "user" string).
+SIGTERM finishes the batch in flight, then leaves the group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kgroups.spark.pipeline import Pipeline
+from kgroups.spark.publish import Batch
+from kgroups.spark.sources import FileLogSource, KafkaSource, Source
+
+
+def count_users(frame: Any, batches: Sequence[Batch]) -> Mapping[int, dict[str, int]]:
+    """The per-batch logic: a function of the batch's DataFrame."""
+    from pyspark.sql import functions as f
+
+    rows = (
+        frame.select("partition", f.get_json_object("value", "$.user").alias("user"))
+        .fillna("null", subset=["user"])
+        .groupBy("partition", "user")
+        .count()
+        .collect()
+    )
+    counts: dict[int, dict[str, int]] = {b.partition: {} for b in batches}
+    for row in rows:
+        counts[row["partition"]][row["user"]] = row["count"]
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", required=True, help="the kgroups coordinator")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--source", required=True, help="files:DIR or kafka:HOST:PORT")
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--session-timeout-ms", type=int, default=45_000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=None)
+    parser.add_argument("--max-records", type=int, default=10_000)
+    parser.add_argument("--name", default=f"clickcount-{os.getpid()}")
+    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
+    args = parser.parse_args(argv)
+    kind, _, where = args.source.partition(":")
+    if kind not in ("files", "kafka") or not where:
+        parser.error("--source must be files:DIR or kafka:HOST:PORT")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(message)s")  # fmt: skip
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import kgroups too
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName(args.name)
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    source: Source = FileLogSource(spark, where) if kind == "files" else KafkaSource(spark, where)
+    heartbeat = args.heartbeat_interval_ms or max(args.session_timeout_ms // 6, 100)
+    pipeline = Pipeline(
+        bootstrap=args.bootstrap, group=args.group, topic=args.topic, source=source,
+        process=count_users, output=args.output, name=args.name,
+        max_records=args.max_records, cancel=spark.sparkContext.cancelAllJobs,
+        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=heartbeat,
+        rebalance_timeout_ms=max(60_000, args.session_timeout_ms * 2),
+    )  # fmt: skip
+    signal.signal(signal.SIGTERM, lambda *_: pipeline.stop())
+    signal.signal(signal.SIGINT, lambda *_: pipeline.stop())
+    try:
+        pipeline.start()
+        print(f"{args.name}: joined {args.group}", flush=True)
+        pipeline.run()
+    finally:
+        pipeline.close()
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Where a Spark member's records come from: one small interface, two sources.
+
+A source answers two questions for the pipeline loop: which offsets a partition holds
+now (`offsets`: earliest and end, Kafka's ListOffsets) and the records of a set of
+offset ranges as a Spark DataFrame (`read`), with the columns `partition` (int),
+`offset` (long) and `value` (string: the record as JSON text). Reading is Spark's work,
+in its executors: the file log through a Python data source whose input partitions are
+the ranges (split into chunks so that a big range reads in parallel); Kafka through
+Spark's own Kafka source with `assign` and explicit starting and ending offsets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kgroups.spark.filelog import FileLog
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Ranges = Mapping[int, tuple[int, int]]
+"""partition -> [start, end) offsets."""
+
+SCHEMA = "partition int, offset long, value string"
+CHUNK = 50_000
+"""Records per Spark input partition when the file log is read."""
+
+
+class Source(Protocol):
+    def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """partition -> (earliest, end) offsets held now."""
+        ...
+
+    def read(self, topic: str, ranges: Ranges) -> DataFrame: ...
+
+
+class FileLogSource:
+    """The embedded default: `kgroups.spark.filelog` under `root`, read by Spark."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = root
+        self.log = FileLog(root)
+        register(spark)
+
+    def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        return {p: (0, self.log.end_offset(topic, p)) for p in partitions}
+
+    def read(self, topic: str, ranges: Ranges) -> DataFrame:
+        encoded = json.dumps({str(p): list(r) for p, r in ranges.items()})
+        return (
+            self.spark.read.format(NAME)
+            .option("path", self.root)
+            .option("topic", topic)
+            .option("ranges", encoded)
+            .load()
+        )
+
+
+class KafkaSource:
+    """A Kafka topic, read with Spark's Kafka source (spark-sql-kafka-0-10)."""
+
+    def __init__(self, spark: SparkSession, bootstrap: str) -> None:
+        self.spark = spark
+        self.bootstrap = bootstrap
+
+    def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            tps = [TopicPartition(topic, p) for p in partitions]
+            first = consumer.beginning_offsets(tps)
+            last = consumer.end_offsets(tps)
+            return {tp.partition: (int(first[tp]), int(last[tp])) for tp in tps}
+        finally:
+            consumer.close()
+
+    def read(self, topic: str, ranges: Ranges) -> DataFrame:
+        from pyspark.sql import functions as f
+
+        start = {topic: {str(p): r[0] for p, r in ranges.items()}}
+        end = {topic: {str(p): r[1] for p, r in ranges.items()}}
+        frame = (
+            self.spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("assign", json.dumps({topic: sorted(ranges)}))
+            .option("startingOffsets", json.dumps(start))
+            .option("endingOffsets", json.dumps(end))
+            .option("failOnDataLoss", "true")
+            .load()
+        )
+        return frame.select(
+            f.col("partition").cast("int"),
+            f.col("offset"),
+            f.col("value").cast("string"),
+        )
+
+
+# -- the file log as a Spark Python data source -----------------------------------------
+
+NAME = "kgroups_filelog"
+_registered: set[int] = set()
+
+
+def register(spark: SparkSession) -> None:
+    """Make `spark.read.format("kgroups_filelog")` available in this session."""
+    if id(spark) in _registered:
+        return
+    spark.dataSource.register(_data_source())
+    _registered.add(id(spark))
+
+
+def _data_source() -> type:
+    """Built on first use, so that importing kgroups.spark does not need pyspark."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Chunk(InputPartition):
+        def __init__(self, partition: int, start: int, end: int) -> None:
+            super().__init__((partition, start, end))
+            self.partition, self.start, self.end = partition, start, end
+
+    class Reader(DataSourceReader):
+        def __init__(self, options: Mapping[str, str]) -> None:
+            self.root = options["path"]
+            self.topic = options["topic"]
+            self.ranges = {int(p): tuple(r) for p, r in json.loads(options["ranges"]).items()}
+
+        def partitions(self) -> list[Any]:
+            chunks = []
+            for p, (start, end) in sorted(self.ranges.items()):
+                for s in range(start, end, CHUNK):
+                    chunks.append(Chunk(p, s, min(end, s + CHUNK)))
+            return chunks
+
+        def read(self, chunk: Any) -> Iterator[tuple[int, int, str]]:
+            log = FileLog(self.root)
+            offset = chunk.start
+            for line in log.lines(self.topic, chunk.partition, chunk.start, chunk.end):
+                yield (chunk.partition, offset, line.decode())
+                offset += 1
+
+    class FileLogDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return NAME
+
+        def schema(self) -> str:
+            return SCHEMA
+
+        def reader(self, schema: Any) -> Reader:
+            return Reader(self.options)
+
+    return FileLogDataSource
