@@ -13,7 +13,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install lint test test-unit test-sim test-integration test-e2e e2e-kind crds controlplane demo bench bench-heartbeats bench-rebalance bench-assignors kafka clean
+.PHONY: install lint test test-unit test-sim test-integration test-e2e e2e-kind crds controlplane spark-kafka demo bench bench-heartbeats bench-rebalance bench-assignors kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint kafka controlplane
+test: lint kafka spark-kafka controlplane
 	$(BIN)/pytest $(PYTEST_FLAGS) tests
 
 test-unit: install
@@ -38,11 +38,16 @@ test-unit: install
 test-sim: install
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/sim
 
-test-integration: install kafka
+test-integration: install kafka spark-kafka
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/integration
 
 test-e2e: install controlplane
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+# Spark's Kafka source (spark-sql-kafka-0-10 for the pinned pyspark) from Maven Central
+# into ~/.cache/kgroups (tools/spark/fetch.sh); the Spark members' Kafka tests use it.
+spark-kafka:
+	bash tools/spark/fetch.sh >/dev/null
 
 # The CRDs are generated from src/kgroups/operator/models.py into crds/ and the chart;
 # tests/unit/test_crds.py

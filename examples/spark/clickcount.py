@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kgroups.spark.pipeline import Pipeline
@@ -56,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-records", type=int, default=10_000)
     parser.add_argument("--name", default=f"clickcount-{os.getpid()}")
     parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
+    parser.add_argument(
+        "--kafka-jars", default=os.environ.get("KGROUPS_SPARK_KAFKA_JARS"),
+        help="directory of Spark's Kafka source jars (tools/spark/fetch.sh prints one); "
+        "under spark-submit use --packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     kind, _, where = args.source.partition(":")
     if kind not in ("files", "kafka") or not where:
@@ -66,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import kgroups too
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .appName(args.name)
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.master(args.master).appName(args.name)
+    builder = builder.config("spark.ui.enabled", "false")
+    if kind == "kafka" and args.kafka_jars:
+        jars = sorted(str(p) for p in Path(args.kafka_jars).glob("*.jar"))
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     source: Source = FileLogSource(spark, where) if kind == "files" else KafkaSource(spark, where)
     heartbeat = args.heartbeat_interval_ms or max(args.session_timeout_ms // 6, 100)

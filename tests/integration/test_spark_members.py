@@ -1,5 +1,5 @@
-"""Spark applications as one group: examples/spark/clickcount.py, three at once, on the
-file log while it is still being appended to; one killed (SIGKILL) mid-run, one frozen
+"""Spark applications as one group: examples/spark/clickcount.py, three at once, reading
+the file log or a topic of the real Kafka broker while it is still being appended to; one killed (SIGKILL) mid-run, one frozen
 (SIGSTOP on its whole process group, JVM included) past its session timeout.
 
 What must hold at the end: for every partition the published files tile [0, committed
@@ -22,7 +22,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
@@ -40,16 +42,19 @@ pytestmark = pytest.mark.slow
 class App:
     """One clickcount application in its own process group (the JVM goes with it)."""
 
-    def __init__(self, coordinator: Coordinator, name: str, log: Path, out: Path, tmp: Path):
+    def __init__(self, coordinator: Coordinator, name: str, source: str, out: Path, tmp: Path):
         self.name = name
         self.log_path = tmp / f"{name}.log"
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        if source.startswith("kafka:"):
+            env["KGROUPS_SPARK_KAFKA_JARS"] = kafka_jars()
         self.proc = subprocess.Popen(
             [PYTHON, str(ROOT / "examples/spark/clickcount.py"),
              "--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", "clicks",
-             "--source", f"files:{log}", "--output", str(out), "--name", name,
+             "--source", source, "--output", str(out), "--name", name,
              "--session-timeout-ms", str(SESSION_MS), "--max-records", "400"],
             stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=ROOT,
-            start_new_session=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+            start_new_session=True, env=env,
         )  # fmt: skip
 
     def signal(self, sig: int) -> None:
@@ -69,21 +74,117 @@ class App:
         self.proc.wait()
 
 
+def kafka_jars() -> str:
+    """Spark's Kafka source, from Maven Central by the project's own tools/spark/fetch.sh."""
+    done = subprocess.run(["bash", str(ROOT / "tools/spark/fetch.sh")], check=True,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    return done.stdout.strip().splitlines()[-1]
+
+
+class Input(Protocol):
+    source: str
+
+    def append(self, partition: int, records: list[dict[str, Any]]) -> None: ...
+    def ends(self) -> dict[int, int]: ...
+    def records(self, partition: int, end: int) -> list[dict[str, Any]]: ...
+
+
+class FilesInput:
+    def __init__(self, root: Path) -> None:
+        self.log = FileLog(root)
+        self.log.create("clicks", PARTITIONS)
+        self.source = f"files:{root}"
+
+    def append(self, partition: int, records: list[dict[str, Any]]) -> None:
+        self.log.append("clicks", partition, records)
+
+    def ends(self) -> dict[int, int]:
+        return self.log.end_offsets("clicks", range(PARTITIONS))
+
+    def records(self, partition: int, end: int) -> list[dict[str, Any]]:
+        return self.log.read("clicks", partition, 0, end)
+
+
+class KafkaInput:
+    """The same records in a topic of the real Kafka broker (tools/kafkapeer)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from kafka import KafkaProducer
+
+        self.bootstrap = bootstrap
+        self.source = f"kafka:{bootstrap}"
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
+                                      value_serializer=lambda v: json.dumps(v).encode())  # fmt: skip
+
+    def append(self, partition: int, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            self.producer.send("clicks", record, partition=partition)
+        self.producer.flush()
+
+    def _consumer(self) -> Any:
+        from kafka import KafkaConsumer
+
+        return KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+
+    def ends(self) -> dict[int, int]:
+        from kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            tps = [TopicPartition("clicks", p) for p in range(PARTITIONS)]
+            return {tp.partition: int(o) for tp, o in consumer.end_offsets(tps).items()}
+        finally:
+            consumer.close()
+
+    def records(self, partition: int, end: int) -> list[dict[str, Any]]:
+        from kafka import TopicPartition
+
+        consumer, tp = self._consumer(), TopicPartition("clicks", partition)
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            out: list[dict[str, Any]] = []
+            deadline = time.monotonic() + 60
+            while len(out) < end and time.monotonic() < deadline:
+                for message in consumer.poll(timeout_ms=500).get(tp, []):
+                    if message.offset < end:
+                        out.append(json.loads(message.value))
+            return out
+        finally:
+            consumer.close()
+
+
 class Writer(threading.Thread):
     """Appends clicks to random partitions until stopped."""
 
-    def __init__(self, log: FileLog) -> None:
+    def __init__(self, target: Input) -> None:
         super().__init__(daemon=True)
-        self.log, self.stopping, self.rng = log, threading.Event(), random.Random(7)
+        self.target, self.stopping, self.rng = target, threading.Event(), random.Random(7)
 
     def run(self) -> None:
         n = 0
         while not self.stopping.is_set():
             p = self.rng.randrange(PARTITIONS)
             records = [{"user": f"u{self.rng.randint(1, 9)}", "n": n + i} for i in range(40)]
-            self.log.append("clicks", p, records)
+            self.target.append(p, records)
             n += len(records)
             time.sleep(0.05)
+
+
+@pytest.fixture(params=["files", "kafka"])
+def records(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Input]:
+    if request.param == "files":
+        yield FilesInput(tmp_path / "log")
+        return
+    import kafkapeer  # tools/kafkapeer.py: the real broker, from Maven Central
+
+    with kafkapeer.KafkaBroker(kafkapeer.free_port(), tmp_path / "kafka") as broker:
+        kafkapeer.create_topic(broker.bootstrap, "clicks", PARTITIONS)
+        target = KafkaInput(broker.bootstrap)
+        try:
+            yield target
+        finally:
+            target.producer.close()
 
 
 def published(out: Path) -> dict[int, list[tuple[int, int]]]:
@@ -98,15 +199,15 @@ def published(out: Path) -> dict[int, list[tuple[int, int]]]:
 
 
 def test_three_spark_apps_split_a_growing_log_exactly_once_through_kill_and_freeze(
-    coordinator: Coordinator, tmp_path: Path
+    coordinator: Coordinator, records: Input, tmp_path: Path
 ) -> None:
-    log_dir, out = tmp_path / "log", tmp_path / "out"
-    log = FileLog(log_dir)
-    log.create("clicks", PARTITIONS)
+    out = tmp_path / "out"
+    # The group's topic is registered with the coordinator (for Kafka: the same partition
+    # count as the broker's topic, whose records the applications read).
     asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "clicks", PARTITIONS))
-    writer = Writer(log)
+    writer = Writer(records)
     writer.start()
-    apps = [App(coordinator, f"app{i}", log_dir, out, tmp_path) for i in range(3)]
+    apps = [App(coordinator, f"app{i}", records.source, out, tmp_path) for i in range(3)]
     try:
         wait_until(lambda: all("reading clicks from" in a.log() for a in apps), 180,
                    "three apps in the group", poll=1)  # fmt: skip
@@ -121,7 +222,7 @@ def test_three_spark_apps_split_a_growing_log_exactly_once_through_kill_and_free
         time.sleep(SESSION_MS / 1000)
         writer.stopping.set()
         writer.join(10)
-        ends = log.end_offsets("clicks", range(PARTITIONS))
+        ends = records.ends()
 
         async def committed() -> dict[tuple[str, int], int]:
             async with admin.Admin("127.0.0.1", coordinator.port) as client:
@@ -140,7 +241,7 @@ def test_three_spark_apps_split_a_growing_log_exactly_once_through_kill_and_free
                 edge = end
             assert edge == ends[p], (p, edge, ends[p])
         reference = collections.Counter(
-            r["user"] for p in range(PARTITIONS) for r in log.read("clicks", p, 0, ends[p])
+            r["user"] for p in range(PARTITIONS) for r in records.records(p, ends[p])
         )
         counted: collections.Counter[str] = collections.Counter()
         for path in out.glob("clicks-*.json"):
