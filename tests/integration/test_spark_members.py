@@ -113,12 +113,11 @@ class KafkaInput:
 
         self.bootstrap = bootstrap
         self.source = f"kafka:{bootstrap}"
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
-                                      value_serializer=lambda v: json.dumps(v).encode())  # fmt: skip
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
 
     def append(self, partition: int, records: list[dict[str, Any]]) -> None:
         for record in records:
-            self.producer.send("clicks", record, partition=partition)
+            self.producer.send("clicks", json.dumps(record).encode(), partition=partition)
         self.producer.flush()
 
     def _consumer(self) -> Any:
