@@ -69,7 +69,10 @@ class Sidecar:
             [sys.executable, "-m", "kgroups", "sidecar", "--bootstrap", bootstrap,
              "--group", GROUP, "--topics", TOPIC, "--http", "127.0.0.1:0",
              "--assignment-file", str(work / "assignment.json"),
-             "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", "1000"],
+             "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", "1000",
+             # The demo is this sidecar's only "app" and acknowledges nothing: on stop,
+             # leave after 1 s instead of waiting 10 s for an acknowledgement.
+             "--close-timeout-ms", "1000"],
             stdout=subprocess.PIPE, stderr=(work / "sidecar.log").open("w"), text=True,
         )  # fmt: skip
         assert self.proc.stdout is not None
