@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         pipeline.run()
     finally:
         pipeline.close()
+        if isinstance(source, KafkaSource):
+            source.close()
         spark.stop()
     return 0
 

@@ -121,6 +121,16 @@ class _Rejoin(Exception):
         self.backoff = backoff
 
 
+async def _stop(tasks: Iterable[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait until each has stopped."""
+    stopping = list(tasks)
+    for task in stopping:
+        task.cancel()
+    for task in stopping:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def rebalance_protocol(names: Sequence[Assignor]) -> Literal["eager", "cooperative"]:
     """The highest protocol every configured assignor supports (Java's rule)."""
     if all("cooperative" in a.rebalance_protocols for a in names):
@@ -368,14 +378,9 @@ class GroupMember:
             return
         self._closing = True
         self._notify()
-        joining = [t for t in self._tasks if not t.get_name().startswith("kgroups-heartbeat")]
-        for task in joining:
-            task.cancel()
         if self._round is not None:
             self._round.cancel()
-        for task in joining:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _stop(t for t in self._tasks if not t.get_name().startswith("kgroups-heartbeat"))
         held = self._owned | self._revoking
         valid = self.generation != NO_GENERATION and bool(self.member_id)
         valid = valid and self._failing is None
@@ -396,11 +401,7 @@ class GroupMember:
                 self._round = None
         self._owned = self._revoking = frozenset()
         self._cancel_timers()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _stop(self._tasks)
         if held:
             await self._call_quietly("on_partitions_lost", held)
         if leave is None:

@@ -44,8 +44,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -58,26 +56,12 @@ from kgroups.client.errors import (
 )
 from kgroups.client.link import CoordinatorUnavailable
 from kgroups.client.member import GroupMember, Partitions
+from kgroups.files import write_atomically
 from kgroups.protocol.consumer import partitions_by_topic
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Readers see the old file or the new one, never a torn write."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _by_topic(partitions: Partitions) -> dict[str, list[int]]:

@@ -27,10 +27,11 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kgroups.files import fsync_dir, write_atomically
 
 STAGING = ".staging"
 METADATA_VERSION = 1
@@ -71,20 +72,6 @@ class Batch:
         )  # fmt: skip
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class Outbox:
     """The output directory of a pipeline, shared by every member of its group."""
 
@@ -97,7 +84,7 @@ class Outbox:
         path = self.staging / batch.staged_name
         path.parent.mkdir(parents=True, exist_ok=True)
         body = json.dumps(result, sort_keys=True).encode() + b"\n"
-        _write_atomically(path, body)
+        write_atomically(path, body)
         return batch.metadata()
 
     def publish(self, metadata: str) -> Path:
@@ -113,7 +100,7 @@ class Outbox:
                 raise PublishError(
                     f"committed batch {doc['published']} is neither staged nor published"
                 ) from None
-        _fsync_dir(self.output)
+        fsync_dir(self.output)
         return published
 
     def roll_forward(self, topic: str, partition: int, metadata: str | None) -> Path | None:
@@ -155,11 +142,3 @@ def _parse(metadata: str, *, required: bool = True) -> Any:
     if required:
         raise PublishError(f"commit metadata names no batch: {metadata[:200]!r}")
     return None
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -65,18 +65,24 @@ class KafkaSource:
     def __init__(self, spark: SparkSession, bootstrap: str) -> None:
         self.spark = spark
         self.bootstrap = bootstrap
+        self._consumer: Any = None
+        """For ListOffsets, asked every batch: one connection for the source's life."""
 
     def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-        try:
-            tps = [TopicPartition(topic, p) for p in partitions]
-            first = consumer.beginning_offsets(tps)
-            last = consumer.end_offsets(tps)
-            return {tp.partition: (int(first[tp]), int(last[tp])) for tp in tps}
-        finally:
-            consumer.close()
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap,
+                                           enable_auto_commit=False)  # fmt: skip
+        tps = [TopicPartition(topic, p) for p in partitions]
+        first = self._consumer.beginning_offsets(tps)
+        last = self._consumer.end_offsets(tps)
+        return {tp.partition: (int(first[tp]), int(last[tp])) for tp in tps}
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
     def read(self, topic: str, ranges: Ranges) -> DataFrame:
         from pyspark.sql import functions as f
