@@ -39,7 +39,6 @@ import logging
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kgroups.client import (
@@ -50,13 +49,11 @@ from kgroups.client import (
     OffsetAndMetadata,
     TopicPartition,
 )
-from kgroups.coordinator.core import CoordinatorConfig, GroupCoordinator, Node
-from kgroups.coordinator.core import msg_cluster as mc
-from kgroups.coordinator.core import msg_group as mg
-from kgroups.coordinator.core.records import OffsetRecord, Record
-from kgroups.coordinator.server import CoordinatorServer, ServerSettings
-from tests.core_context import CompactedStore
-from tests.sim.fake_loop import FakeTimeLoop, Wire, open_streams
+from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.core.records import OffsetRecord
+from kgroups.coordinator.server import CoordinatorServer
+from tests.sim.fake_cluster import FakeCluster, MemoryStore, crash
+from tests.sim.fake_loop import FakeTimeLoop, Wire
 
 GROUP = "sim"
 TOPIC = "jobs"
@@ -83,30 +80,6 @@ class _TraceHandler(logging.Handler):
             return  # every retry backoff while the coordinator is down: noise
         if self.sim.loop is not None and not self.sim.loop.is_closed():
             self.sim.note(f"  [{record.name.rsplit('.', 1)[-1]}] {record.getMessage()[:200]}")
-
-
-class SimStore:
-    """The coordinator's store, in memory, surviving coordinator restarts."""
-
-    def __init__(self, sim: MemberSimulation) -> None:
-        self.sim = sim
-        self.rows = CompactedStore()
-
-    def open(self) -> None:
-        pass
-
-    def cluster_id(self) -> str:
-        return "sim-cluster"
-
-    def load(self) -> list[Record]:
-        return self.rows.replay_order()
-
-    def append(self, records: Any) -> None:
-        self.sim.check_commits(records)
-        self.rows.append(records)
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass(eq=False)
@@ -157,12 +130,11 @@ class MemberSimulation:
         self.initial = members
         self.fault_steps = faults
         self.strategy = self.rng.choice(STRATEGIES)
-        self.store = SimStore(self)
-        self.server: CoordinatorServer | None = None
+        self.store = MemoryStore(self.check_commits)
+        self.cluster: FakeCluster | None = None
         self.apps: list[App] = []
         self.trace: list[str] = []
         self.violation: str | None = None
-        self.ids = itertools.count(1)
         self.names = itertools.count(1)
         self.accepted_commits = 0
         self.restarts = 0
@@ -240,53 +212,36 @@ class MemberSimulation:
 
     # -- the coordinator --------------------------------------------------------------------
 
+    @property
+    def server(self) -> CoordinatorServer | None:
+        return self.cluster.server if self.cluster is not None else None
+
     def _create_topic(self) -> None:
-        core = GroupCoordinator(CoordinatorConfig(), node=Node(0, "sim", 9092),
-                                cluster_id="sim-cluster")  # fmt: skip
-        core.resume(now_ms=0)
-        create = mc.CreateTopicsRequest((mc.NewTopic(TOPIC, self.partitions),))
-        effects = core.handle(mg.RequestContext(1, 7), create, now_ms=0)
-        self.store.rows.append(effects.records)
+        self.store.create_topic(TOPIC, self.partitions)
 
     async def _start_coordinator(self) -> None:
-        settings = ServerSettings(
-            host="coordinator", port=9092, data_dir=Path("/nonexistent-sim"),
-            coordinator=CoordinatorConfig(
-                group_initial_rebalance_delay_ms=self.rng.choice([0, 0, 500, 3000]),
-                group_min_session_timeout_ms=1000,
-            ),
-        )  # fmt: skip
-        server = CoordinatorServer(
-            settings, store=self.store, wall_clock=lambda: 1.7e9 + self.now(),
-            new_member_id=lambda prefix: f"{prefix}-{next(self.ids)}",
-        )  # fmt: skip
-        await server.start(listen=False)
-        self.server = server
+        if self.cluster is None:
+            assert self.loop is not None
+            self.cluster = FakeCluster(self.loop, self.store, latency=self.latency)
+        await self.cluster.start(CoordinatorConfig(
+            group_initial_rebalance_delay_ms=self.rng.choice([0, 0, 500, 3000]),
+            group_min_session_timeout_ms=1000,
+        ))  # fmt: skip
 
     async def _restart_coordinator(self) -> None:
         self.restarts += 1
         self.note(f"coordinator restart #{self.restarts}")
         self.disturbed_at = self.now() + 2 * SESSION  # bounds the down time below
-        server, self.server = self.server, None
-        assert server is not None
-        await server.stop()
+        assert self.cluster is not None and self.server is not None
+        await self.cluster.stop()
         await asyncio.sleep(self.rng.uniform(0.1, SESSION))
         await self._start_coordinator()
         self.note("coordinator back")
 
     def connector(self, app: App) -> Any:
-        async def connect(host: str, port: int) -> Any:
-            if app.partitioned:
-                await asyncio.Event().wait()  # packets vanish: the caller's deadline ends it
-            if self.server is None:
-                raise ConnectionRefusedError(f"{host}:{port}: the coordinator is down")
-            assert self.loop is not None
-            wire = Wire(self.loop, self.latency, app.name)
-            wire.server.protocol = self.server.accept(wire.server)
-            app.wires.append(wire)
-            return await open_streams(wire)
-
-        return connect
+        assert self.cluster is not None
+        return self.cluster.connector(app.name, wires=app.wires,
+                                      partitioned=lambda: app.partitioned)  # fmt: skip
 
     # -- members ----------------------------------------------------------------------------
 
@@ -403,16 +358,8 @@ class MemberSimulation:
         self.note(f"crash {app.name}")
         app.alive = False
         app.working.clear()
-        member = app.member
-        assert member is not None
-        member._cancel_timers()
-        for task in [*member._tasks, *app.tasks]:
-            if task is not asyncio.current_task():
-                task.cancel()
-        if member._round is not None:
-            member._round.cancel()
-        for wire in app.wires:
-            wire.reset()
+        assert app.member is not None
+        crash(app.member, app.wires, app.tasks)
 
     async def _heal_later(self, app: App, duration: float) -> None:
         await asyncio.sleep(duration)

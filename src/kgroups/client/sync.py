@@ -51,16 +51,32 @@ class _InThreads:
         await self._run("on_partitions_lost", partitions)
 
 
+class LoopThread:
+    """An event loop running in a daemon thread, for blocking facades over async code."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run `coro` on the loop and wait for its result (or exception)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        """Stop the loop (after whatever `call` ran last) and wait for the thread."""
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            self.loop.close()
+
+
 class SyncGroupMember:
     """Blocking facade over `GroupMember`; takes the same arguments."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="kgroups-member-loop", daemon=True
-        )
-        self._thread.start()
-
+        self._thread = LoopThread("kgroups-member-loop")
+        self._loop = self._thread.loop
         listener = kwargs.get("listener")
         if listener is not None:
             kwargs["listener"] = _InThreads(listener)
@@ -71,7 +87,7 @@ class SyncGroupMember:
         self._member = self._call(make())
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        return self._thread.call(coro, timeout)
 
     @property
     def member(self) -> GroupMember:
@@ -120,9 +136,7 @@ class SyncGroupMember:
             try:
                 self._call(self._member.close(leave=leave))
             finally:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join(10)
-                self._loop.close()
+                self._thread.close()
 
     def __enter__(self) -> SyncGroupMember:
         self.start()

@@ -1,4 +1,7 @@
-"""PySpark applications as consumer group members (issue 11; in progress).
+"""PySpark applications as consumer group members, exactly once per record.
 
-`filelog` is the embedded record source: a partitioned log of JSON lines in files.
+`pipeline.Pipeline` is what a Spark driver runs (one group member per application);
+`loop.BatchLoop` makes its decisions; `plan` says where reading starts and what the next
+batch is; `publish` is the stage/commit/publish protocol; `sources` reads the embedded
+file log (`filelog`) or Kafka with Spark.
 """

@@ -87,6 +87,11 @@ class Outbox:
         write_atomically(path, body)
         return batch.metadata()
 
+    def discard(self, batch: Batch) -> None:
+        """Delete the batch's staged output: its commit was refused, so nothing names it."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.staging / batch.staged_name).unlink()
+
     def publish(self, metadata: str) -> Path:
         """Make the batch named by committed `metadata` visible; publishing again, or after
         someone else did, changes nothing."""
