@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=None)
     parser.add_argument("--max-records", type=int, default=10_000)
     parser.add_argument("--name", default=f"clickcount-{os.getpid()}")
-    parser.add_argument("--master", default=os.environ.get("SPARK_MASTER", "local[2]"))
+    parser.add_argument(
+        "--master", default=os.environ.get("SPARK_MASTER"),
+        help="Spark master (default: spark-submit's --master, else local[2])",
+    )  # fmt: skip
     parser.add_argument(
         "--kafka-jars", default=os.environ.get("KGROUPS_SPARK_KAFKA_JARS"),
         help="directory of Spark's Kafka source jars (tools/spark/fetch.sh prints one); "
@@ -72,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers import kgroups too
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(args.master).appName(args.name)
+    builder = SparkSession.builder.appName(args.name)
+    if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+        builder = builder.master(args.master or "local[2]")
     builder = builder.config("spark.ui.enabled", "false")
     if kind == "kafka" and args.kafka_jars:
         jars = sorted(str(p) for p in Path(args.kafka_jars).glob("*.jar"))

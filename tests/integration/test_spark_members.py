@@ -45,20 +45,28 @@ pytestmark = pytest.mark.slow
 class App:
     """One clickcount application in its own process group (the JVM goes with it)."""
 
-    def __init__(self, coordinator: Coordinator, name: str, source: str, out: Path, tmp: Path):
+    def __init__(self, coordinator: Coordinator, name: str, source: str, out: Path, tmp: Path,
+                 *, submit: bool = False) -> None:  # fmt: skip
         self.name = name
         self.log_path = tmp / f"{name}.log"
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
         if source.startswith("kafka:"):
             env["KGROUPS_SPARK_KAFKA_JARS"] = kafka_jars()
+        # spark-submit as from an activated virtualenv (it finds Spark through `python3`
+        # on PATH); the driver's Python logs to the launcher's stdout.
+        launcher = [str(Path(PYTHON).parent / "spark-submit"), "--master", "local[2]"]
+        if submit:
+            env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
+        log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [PYTHON, str(ROOT / "examples/spark/clickcount.py"),
+            [*(launcher if submit else [PYTHON]), str(ROOT / "examples/spark/clickcount.py"),
              "--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", "clicks",
              "--source", source, "--output", str(out), "--name", name,
              "--session-timeout-ms", str(SESSION_MS), "--max-records", "400"],
-            stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), cwd=ROOT,
+            stdout=log if submit else subprocess.DEVNULL, stderr=log, cwd=ROOT,
             start_new_session=True, env=env,
         )  # fmt: skip
+        log.close()
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
@@ -223,6 +231,33 @@ def published(out: Path) -> dict[int, list[tuple[int, int]]]:
     return {p: sorted(t) for p, t in tiles.items()}
 
 
+def caught_up(coordinator: Coordinator, ends: dict[int, int]) -> bool:
+    async def committed() -> dict[tuple[str, int], int]:
+        async with admin.Admin("127.0.0.1", coordinator.port) as client:
+            return await client.committed_offsets("clicks")
+
+    now = asyncio.run(committed())
+    return all(now.get(("clicks", p)) == ends[p] for p in range(PARTITIONS))
+
+
+def check_output(out: Path, records: Input, ends: dict[int, int]) -> None:
+    """Published files tile [0, end) per partition; their counts are the input's."""
+    tiles = published(out)
+    for p in range(PARTITIONS):
+        edge = 0
+        for start, end in tiles[p]:
+            assert start == edge, f"partition {p}: {tiles[p]} (gap or overlap at {edge})"
+            edge = end
+        assert edge == ends[p], (p, edge, ends[p])
+    reference = collections.Counter(
+        r["user"] for p in range(PARTITIONS) for r in records.records(p, ends[p])
+    )
+    counted: collections.Counter[str] = collections.Counter()
+    for path in out.glob("clicks-*.json"):
+        counted.update(json.loads(path.read_text()))
+    assert counted == reference
+
+
 def test_three_spark_apps_split_a_growing_log_exactly_once_through_kill_and_freeze(
     coordinator: Coordinator, records: Input, tmp_path: Path
 ) -> None:
@@ -247,30 +282,40 @@ def test_three_spark_apps_split_a_growing_log_exactly_once_through_kill_and_free
         writer.join(10)
         ends = records.ends()
 
-        async def committed() -> dict[tuple[str, int], int]:
-            async with admin.Admin("127.0.0.1", coordinator.port) as client:
-                return await client.committed_offsets("clicks")
-
-        def caught_up() -> bool:
-            now = asyncio.run(committed())
-            return all(now.get(("clicks", p)) == ends[p] for p in range(PARTITIONS))
-
-        wait_until(caught_up, 180, "the committed offsets to reach the end of the log", poll=2)
-        tiles = published(out)
-        for p in range(PARTITIONS):
-            edge = 0
-            for start, end in tiles[p]:
-                assert start == edge, f"partition {p}: {tiles[p]} (gap or overlap at {edge})"
-                edge = end
-            assert edge == ends[p], (p, edge, ends[p])
-        reference = collections.Counter(
-            r["user"] for p in range(PARTITIONS) for r in records.records(p, ends[p])
-        )
-        counted: collections.Counter[str] = collections.Counter()
-        for path in out.glob("clicks-*.json"):
-            counted.update(json.loads(path.read_text()))
-        assert counted == reference
+        wait_until(lambda: caught_up(coordinator, ends), 180,
+                   "the committed offsets to reach the end of the log", poll=2)  # fmt: skip
+        check_output(out, records, ends)
     finally:
         writer.stopping.set()
         for app in apps:
             app.stop()
+
+
+def test_clickcount_under_spark_submit_publishes_everything_and_leaves_on_sigterm(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    records = FilesInput(tmp_path / "log")
+    for p in range(PARTITIONS):
+        records.append(p, [{"user": f"u{(p * 7 + i) % 11}"} for i in range(500 + 100 * p)])
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "clicks", PARTITIONS))
+    out, ends = tmp_path / "out", records.ends()
+    app = App(coordinator, "submitted", records.source, out, tmp_path, submit=True)
+    try:
+
+        def done() -> bool:
+            assert app.proc.poll() is None, app.log()[-3000:]
+            return caught_up(coordinator, ends)
+
+        wait_until(done, 180, "everything committed", poll=1)
+        app.signal(signal.SIGTERM)
+        app.proc.wait(timeout=60)
+
+        async def members() -> int:
+            async with admin.Admin("127.0.0.1", coordinator.port) as client:
+                return len((await client.describe_group("clicks")).members)
+
+        assert asyncio.run(members()) == 0, app.log()[-3000:]  # it left the group
+        assert "joined clicks" in app.log()
+        check_output(out, records, ends)
+    finally:
+        app.stop()
