@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout-ms", type=int, default=45_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=None)
     parser.add_argument("--max-records", type=int, default=10_000)
+    parser.add_argument(
+        "--auto-offset-reset", choices=["earliest", "latest", "none"], default="earliest",
+        help="where to start without a usable committed offset (Kafka's auto.offset.reset)",
+    )  # fmt: skip
     parser.add_argument("--name", default=f"clickcount-{os.getpid()}")
     parser.add_argument(
         "--master", default=os.environ.get("SPARK_MASTER"),
@@ -89,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = Pipeline(
         bootstrap=args.bootstrap, group=args.group, topic=args.topic, source=source,
         process=count_users, output=args.output, name=args.name,
-        max_records=args.max_records, cancel=spark.sparkContext.cancelAllJobs,
+        max_records=args.max_records, auto_offset_reset=args.auto_offset_reset,
+        cancel=spark.sparkContext.cancelAllJobs,
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=heartbeat,
         rebalance_timeout_ms=max(60_000, args.session_timeout_ms * 2),
     )  # fmt: skip
