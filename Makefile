@@ -1,5 +1,7 @@
 # kgroups: two commands do everything on a fresh machine.
-#   make demo   installs, starts a coordinator, three Kafka consumers, kills one, shows the rebalance
+#   make demo   installs, starts a local Kubernetes control plane, a coordinator and the operator,
+#               runs three Spark apps as one ConsumerGroup through a kill and a freeze, and
+#               checks their output against a single-process count
 #   make test   installs, lints (ruff, mypy --strict, import-linter) and runs every test tier
 # Python packages come from PyPI into .venv (pip's cache in ~/.cache/pip is reused);
 # Kafka jars (benchmark peer, Java interop member) come from Maven Central into
@@ -13,7 +15,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install lint test test-unit test-sim test-integration test-e2e e2e-kind crds controlplane spark-kafka demo bench bench-heartbeats bench-rebalance bench-assignors kafka clean
+.PHONY: install lint test test-unit test-sim test-integration test-e2e e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,10 +72,16 @@ e2e-kind:
 kafka:
 	bash tools/kafka/fetch.sh
 
-demo: install
+# The first run installs into .venv (pip is quiet, so say so) and builds the control plane:
+# examples/demo.py runs e2e/controlplane/build.sh itself, showing its progress and how long
+# it has been building; later runs start in seconds and take about two minutes.
+demo: demo-notice install
 	$(BIN)/python examples/demo.py
 
-bench: bench-heartbeats bench-rebalance bench-assignors
+demo-notice:
+	@test -f $(STAMP) || echo "== make demo, first run: installing kgroups, pyspark and the dev tools into $(VENV) (a few minutes)"
+
+bench: bench-heartbeats bench-rebalance bench-assignors bench-spark
 
 bench-heartbeats: install kafka
 	$(BIN)/python bench/heartbeats.py
@@ -84,5 +92,10 @@ bench-rebalance: install kafka
 bench-assignors: install
 	$(BIN)/python bench/assignors.py
 
+# Spark applications as members (bench/spark.py): throughput of 1-3 applications beside
+# plain Spark loops without kgroups (file log and Spark's Kafka source), and takeover.
+bench-spark: install kafka spark-kafka
+	$(BIN)/python bench/spark.py
+
 clean:
-	rm -rf $(VENV) .kgroups .kgroups-demo .mypy_cache .ruff_cache
+	rm -rf $(VENV) .kgroups .mypy_cache .ruff_cache

@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     builder = SparkSession.builder.appName(args.name)
     if args.master or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
         builder = builder.master(args.master or "local[2]")
-    builder = builder.config("spark.ui.enabled", "false")
+    for key in ("spark.ui.enabled", "spark.ui.showConsoleProgress"):  # a batch job, logged
+        builder = builder.config(key, "false")
     if kind == "kafka" and args.kafka_jars:
         jars = sorted(str(p) for p in Path(args.kafka_jars).glob("*.jar"))
         builder = builder.config("spark.jars", ",".join(jars))
