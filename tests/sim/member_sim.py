@@ -20,7 +20,8 @@ After every turn of the event loop:
    instance id was taken by a newer process, the misconfiguration Kafka fences, is
    exempt until it learns it was fenced);
 2. (on every store write) an accepted commit's work belongs to the group's current
-   generation: no commit from an old generation is accepted;
+   generation, or (cooperative only) to an earlier one in which, and ever since, no
+   other member was assigned the partition;
 3. a member fails only by being fenced, and only when another process has its
    instance id;
 4. a member that nothing disturbed for a while (connected, coordinator up, callbacks
@@ -82,6 +83,10 @@ class _TraceHandler(logging.Handler):
             self.sim.note(f"  [{record.name.rsplit('.', 1)[-1]}] {record.getMessage()[:200]}")
 
 
+def identity(app: App) -> str:
+    return app.instance_id or app.name
+
+
 @dataclass(eq=False)
 class App:
     """One member process: its application and its `GroupMember`."""
@@ -137,6 +142,9 @@ class MemberSimulation:
         self.violation: str | None = None
         self.names = itertools.count(1)
         self.accepted_commits = 0
+        self.assigned: dict[tuple[int, int], set[str]] = defaultdict(set)
+        """(generation, partition) -> who held it as assigned in it (a static member's
+        instance id: its replacement takes over the same assignment in the same generation)."""
         self.restarts = 0
         self.loop: FakeTimeLoop | None = None
         self.closing: list[asyncio.Task[None]] = []
@@ -391,6 +399,12 @@ class MemberSimulation:
             return
         holders: dict[int, list[App]] = defaultdict(list)
         for app in self.apps:
+            member = app.member
+            stable = member is not None and member.state is MemberState.STABLE
+            if stable and app.alive and not self.superseded(app):
+                assert member is not None
+                for tp in member.assignment:
+                    self.assigned[(member.generation, tp.partition)].add(identity(app))
             if app.alive and not self.superseded(app):
                 for p in app.working:
                     holders[p].append(app)
@@ -430,12 +444,23 @@ class MemberSimulation:
         for record in records:
             if not isinstance(record, OffsetRecord) or record.value is None:
                 continue
-            name, _, planned = record.value.metadata.partition("@")
-            current = group.generation_id if group is not None else None
-            if current is None or int(planned) != current:
+            name, _, text = record.value.metadata.partition("@")
+            planned, current = int(text), group.generation_id if group is not None else None
+            # Work of an earlier generation counts only from a member that held the
+            # partition throughout (cooperative rebalances that kept it), never in eager.
+            between = range(planned, (current or 0) + 1)
+            others = {n for g in between for n in self.assigned.get((g, record.partition), ())}
+            who = {identity(a) for a in self.apps if a.name == name}
+            if (
+                current is None
+                or planned > current
+                or others - who
+                or (planned != current and self.strategy != "cooperative-sticky")
+            ):
                 self.violate(
                     f"a commit by {name} of work planned in generation {planned} was accepted "
-                    f"in generation {current} ({record.topic}-{record.partition})"
+                    f"in generation {current} ({record.topic}-{record.partition}; assigned "
+                    f"meanwhile to {sorted(others)})"
                 )
             self.accepted_commits += 1
 

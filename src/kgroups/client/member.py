@@ -197,6 +197,10 @@ class GroupMember:
         self.state = S.UNJOINED
         self._owned: Partitions = frozenset()
         self._revoking: Partitions = frozenset()
+        self._held_since: dict[TopicPartition, int] = {}
+        """For each partition held (owned or being revoked), the generation since which
+        this member has held it without a break: a cooperative rebalance that keeps a
+        partition keeps its entry; a revocation, a loss or a reset ends it."""
         self._assigned_counts: dict[str, int] | None = None
         """The leader's partition counts behind the current assignment (Java's
         assignmentSnapshot): when the topics' counts move, the leader rejoins."""
@@ -219,6 +223,7 @@ class GroupMember:
         """Logged once per generation, not every heartbeat interval."""
         self._tasks: list[asyncio.Task[None]] = []
         self._round: asyncio.Task[None] | None = None
+        self._closed: asyncio.Future[None] | None = None
 
     # -- what the application sees ------------------------------------------------------
 
@@ -296,14 +301,21 @@ class GroupMember:
         """Commit offsets in this member's generation, or in `generation` if given.
 
         Pin a batch's commit to the generation the batch was planned in: if the member
-        has moved to another generation since (it lost the partitions, even if it got
-        them back), the commit is refused with `CommitFailedError` and nothing is sent.
+        has moved to another generation since, the commit is refused with
+        `CommitFailedError` and nothing is sent, unless the member has held every
+        partition of it throughout (cooperative rebalances that kept them, or a
+        revocation still in progress): then it is committed in the current generation.
+        A partition lost, or revoked and assigned back, breaks the chain.
         Raises `CommitFailedError` when the group has moved on without this member,
         `RebalanceInProgressError` while a JoinGroup or SyncGroup is in flight (commit
         again once it completes), `CoordinatorUnavailable` when it cannot be reached."""
         self._raise_if_failed()
         current, member_id, state = self.generation, self.member_id, self.state
-        if generation is not None and generation != current:
+        if (
+            generation is not None
+            and generation != current
+            and not self._held_throughout(offsets, generation, current)
+        ):
             raise CommitFailedError(
                 f"cannot commit work of generation {generation}: the member is in "
                 f"generation {current}; its partitions may belong to another member now",
@@ -320,6 +332,15 @@ class GroupMember:
         failed = commit_errors(await self._link.request(body, OffsetCommitResponse))
         if failed:
             self._commit_failed(failed, current, member_id)
+
+    def _held_throughout(self, offsets: Offsets, generation: int, current: int) -> bool:
+        """Whether this member has held every partition of `offsets` without a break from
+        `generation` to `current` (cooperative rebalances that kept them): nobody else can
+        have worked on them since, so the work of `generation` may be committed now."""
+        if not 0 <= generation < current:
+            return False
+        held = self._held_since
+        return all(held.get(TopicPartition(*tp), current) <= generation for tp in offsets)
 
     def _commit_failed(
         self, failed: dict[TopicPartition, ErrorCode], generation: int, member_id: str
@@ -373,7 +394,14 @@ class GroupMember:
 
         The revocation callback runs while the member still heartbeats (a slow one costs
         nobody their membership), bounded like any revocation: if the member's deadline
-        passes first, the callback is cancelled and the partitions are reported lost."""
+        passes first, the callback is cancelled and the partitions are reported lost.
+        Closing is done once: a second call waits for the first (and a caller that is
+        cancelled stops waiting, not closing)."""
+        if self._closed is None:
+            self._closed = asyncio.ensure_future(self._close(leave))
+        await asyncio.shield(self._closed)
+
+    async def _close(self, leave: bool | None) -> None:
         if self.state is S.CLOSED:
             return
         self._closing = True
@@ -400,6 +428,7 @@ class GroupMember:
             finally:
                 self._round = None
         self._owned = self._revoking = frozenset()
+        self._held_since = {}
         self._cancel_timers()
         await _stop(self._tasks)
         if held:
@@ -592,6 +621,8 @@ class GroupMember:
         self._revoking |= partitions
         await invoke(self.listener, "on_partitions_revoked", partitions)
         self._revoking -= partitions
+        for tp in partitions:
+            self._held_since.pop(tp, None)
         self._rearm_session_deadline()
 
     async def _join(self) -> tuple[JoinGroupResponse, float]:
@@ -655,6 +686,9 @@ class GroupMember:
         unsubscribed = {tp.topic for tp in new} - set(self.topics)
         revoked = self._owned - new
         added = new - self._owned
+        before, generation = self._held_since, self.generation
+        self._held_since = {tp: before.get(tp, generation) if tp in self._owned else generation
+                            for tp in new | revoked}  # fmt: skip
         self._owned = new | revoked
         self._transition(S.STABLE)
         self._rearm_session_deadline()
@@ -761,6 +795,7 @@ class GroupMember:
 
     def _reset(self, *, member_id: bool) -> None:
         self.generation = NO_GENERATION
+        self._held_since = {}
         self._sticky_memory = ({}, NO_GENERATION)
         self._alive_since = self._stable_since = None
         self._cancel_timers()

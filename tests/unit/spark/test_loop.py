@@ -121,13 +121,14 @@ class World:
             self.loop.close()
 
     def pipeline(
-        self, name: str, source: Log, spark: Spark, reset: Reset = "earliest"
-    ) -> BatchLoop:
+        self, name: str, source: Log, spark: Spark, reset: Reset = "earliest",
+        assignor: str = "range",
+    ) -> BatchLoop:  # fmt: skip
         self.wires[name] = []
         return BatchLoop(
             bootstrap=ADDRESS, group="g", topic=TOPIC, source=source, process=spark.process,
             output=str(self.out), name=name, auto_offset_reset=reset, poll_interval=0.2,
-            cancel=spark.cancel, blocking=spark.blocking, assignors=["range"],
+            cancel=spark.cancel, blocking=spark.blocking, assignors=[assignor],
             session_timeout_ms=int(SESSION * 1000), heartbeat_interval_ms=int(HEARTBEAT * 1000),
             rebalance_timeout_ms=int(REBALANCE * 1000), retry_backoff_ms=100,
             request_timeout_ms=int(SESSION * 1000),
@@ -314,6 +315,39 @@ def test_a_batch_of_a_lost_generation_is_never_committed_or_published(
         world.play(scenario)
     why = "commit refused" if finished else "the batch was cancelled"
     assert any(why in r.getMessage() for r in caplog.records if "zombie" in r.getMessage())
+
+
+def test_a_cooperative_rebalance_that_keeps_the_batchs_partitions_lets_it_commit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch planned in generation g whose partitions the member holds throughout
+    (kept by cooperative rebalances, or revoked only after it ends) commits in the
+    generation it ends in: no work is thrown away and done again."""
+    world = World(tmp_path)
+    log = Log(end=50)
+    slow = Spark(seconds=3 * SESSION)
+
+    async def scenario() -> None:
+        first = world.pipeline("first", log, slow, assignor="cooperative-sticky")
+        second = world.pipeline("second", log, Spark(), assignor="cooperative-sticky")
+        await first.start(timeout=30)
+        planned_in = first.member.generation
+        runner = asyncio.create_task(first.run())
+        await until(lambda: slow.running, 5, "the first batch in flight")
+        await second.start(timeout=10 * SESSION)
+        second_runner = asyncio.create_task(second.run())
+        await until(lambda: len(second.member.assignment) == 2, 10 * SESSION, "the split")
+        assert first.member.generation > planned_in + 1  # two cooperative rounds
+        await until(lambda: world.committed() == dict.fromkeys(range(PARTITIONS), 50), 10,
+                    "everything committed")  # fmt: skip
+        assert world.tiles() == {p: [(0, 50)] for p in range(PARTITIONS)}
+        assert len(slow.batches) == 1  # the held batch committed; nothing was read twice
+        first.stop(), second.stop()
+        await asyncio.gather(runner, second_runner)
+
+    with caplog.at_level(logging.WARNING, logger="kgroups.spark.loop"):
+        world.play(scenario)
+    assert not [r for r in caplog.records if "dropping" in r.getMessage()]
 
 
 class Crash(Exception):
