@@ -122,3 +122,17 @@ def test_it_catches_a_member_without_a_session_deadline(monkeypatch: pytest.Monk
     monkeypatch.setattr(member_module.GroupMember, "_rearm_session_deadline", lambda self: None)
     found = caught()
     assert any("is worked on by" in f for f in found), found
+
+
+@pytest.mark.sim
+def test_it_catches_carried_commits_of_partitions_someone_else_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A commit of an earlier generation's work is carried into the current one only when
+    the member held its partitions throughout; carrying every one lets a member commit
+    work on partitions another member was given meanwhile (cooperative included)."""
+    monkeypatch.setattr(member_module.GroupMember, "_held_throughout",
+                        lambda self, offsets, generation, current: True)  # fmt: skip
+    found = caught(200)
+    assert any("(cooperative-sticky)" in f and "assigned meanwhile to" in f
+               for f in found), found  # fmt: skip
