@@ -53,7 +53,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", required=True, help="files:DIR or kafka:HOST:PORT")
     parser.add_argument("--output", required=True)
     parser.add_argument("--session-timeout-ms", type=int, default=45_000)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=None)
+    parser.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=None,
+        help="default: a fifteenth of the session timeout, Kafka's ratio (3 s of 45 s)",
+    )
+    parser.add_argument(
+        "--assignor", action="append", default=None,
+        choices=["range", "roundrobin", "sticky", "cooperative-sticky"],
+        help="partition assignor (repeat for several; default: range, cooperative-sticky, "
+        "as Java; only cooperative-sticky alone rebalances cooperatively)",
+    )  # fmt: skip
     parser.add_argument("--max-records", type=int, default=10_000)
     parser.add_argument(
         "--auto-offset-reset", choices=["earliest", "latest", "none"], default="earliest",
@@ -90,13 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     source: Source = FileLogSource(spark, where) if kind == "files" else KafkaSource(spark, where)
-    heartbeat = args.heartbeat_interval_ms or max(args.session_timeout_ms // 6, 100)
+    heartbeat = args.heartbeat_interval_ms or max(args.session_timeout_ms // 15, 100)
+    assignors = {"assignors": args.assignor} if args.assignor else {}
     pipeline = Pipeline(
         bootstrap=args.bootstrap, group=args.group, topic=args.topic, source=source,
         process=count_users, output=args.output, name=args.name,
         max_records=args.max_records, auto_offset_reset=args.auto_offset_reset,
         cancel=spark.sparkContext.cancelAllJobs,
-        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=heartbeat,
+        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=heartbeat, **assignors,
         rebalance_timeout_ms=max(60_000, args.session_timeout_ms * 2),
     )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: pipeline.stop())

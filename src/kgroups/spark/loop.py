@@ -143,9 +143,15 @@ class BatchLoop:
         """Turn the loop until `stop()` (or the member fails, which raises)."""
         while not self.stopping.is_set():
             progress = await self.run_once()
-            if progress is None or not (progress.published or progress.dropped):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stopping.wait(), self.poll_interval)
+            if progress is None:  # no generation: go on the moment one forms
+                with contextlib.suppress(TimeoutError, MemberError):
+                    await self.member.wait_stable(timeout=self.poll_interval)
+                if self.member.state is MemberState.STABLE or self.member.error is not None:
+                    continue
+            elif progress.published or progress.dropped:
+                continue
+            with contextlib.suppress(TimeoutError):  # nothing new to read (or closing)
+                await asyncio.wait_for(self.stopping.wait(), self.poll_interval)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -5,7 +5,8 @@ now (`offsets`: earliest and end, Kafka's ListOffsets) and the records of a set 
 offset ranges as a Spark DataFrame (`read`), with the columns `partition` (int),
 `offset` (long) and `value` (string: the record as JSON text). Reading is Spark's work,
 in its executors: the file log through a Python data source whose input partitions are
-the ranges (split into chunks so that a big range reads in parallel); Kafka through
+the ranges (split into chunks so that a big range reads in parallel, each starting at the
+byte position the driver looked up, so an executor reads only its chunk); Kafka through
 Spark's own Kafka source with `assign` and explicit starting and ending offsets.
 """
 
@@ -49,12 +50,16 @@ class FileLogSource:
         return {p: (0, self.log.end_offset(topic, p)) for p in partitions}
 
     def read(self, topic: str, ranges: Ranges) -> DataFrame:
-        encoded = json.dumps({str(p): list(r) for p, r in ranges.items()})
+        chunks = [
+            [p, s, min(end, s + CHUNK), self.log.position(topic, p, s)]
+            for p, (start, end) in sorted(ranges.items())
+            for s in range(start, end, CHUNK)
+        ]
         return (
             self.spark.read.format(NAME)
             .option("path", self.root)
             .option("topic", topic)
-            .option("ranges", encoded)
+            .option("chunks", json.dumps(chunks))
             .load()
         )
 
@@ -124,29 +129,26 @@ def _data_source() -> type:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class Chunk(InputPartition):
-        def __init__(self, partition: int, start: int, end: int) -> None:
-            super().__init__((partition, start, end))
+        def __init__(self, partition: int, start: int, end: int, position: int) -> None:
+            super().__init__((partition, start, end, position))
             self.partition, self.start, self.end = partition, start, end
+            self.position = position
 
     class Reader(DataSourceReader):
         def __init__(self, options: Mapping[str, str]) -> None:
             self.root = options["path"]
             self.topic = options["topic"]
-            self.ranges = {int(p): tuple(r) for p, r in json.loads(options["ranges"]).items()}
+            self.chunks = [Chunk(*c) for c in json.loads(options["chunks"])]
 
         def partitions(self) -> list[Any]:
-            chunks = []
-            for p, (start, end) in sorted(self.ranges.items()):
-                for s in range(start, end, CHUNK):
-                    chunks.append(Chunk(p, s, min(end, s + CHUNK)))
-            return chunks
+            return self.chunks
 
         def read(self, chunk: Any) -> Iterator[tuple[int, int, str]]:
-            log = FileLog(self.root)
-            offset = chunk.start
-            for line in log.lines(self.topic, chunk.partition, chunk.start, chunk.end):
+            lines = FileLog(self.root).lines_at(
+                self.topic, chunk.partition, chunk.position, chunk.end - chunk.start
+            )
+            for offset, line in enumerate(lines, chunk.start):
                 yield (chunk.partition, offset, line.decode())
-                offset += 1
 
     class FileLogDataSource(DataSource):
         @classmethod

@@ -49,3 +49,24 @@ def test_bad_names_and_ranges_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FileLogError):
         log.read("t", 0, 2, 1)
     assert log.end_offset("never-written", 3) == 0
+
+
+def test_an_executor_reads_its_chunk_from_the_position_the_driver_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch read costs what the batch holds: the executor seeks to the chunk's byte
+    position and reads nothing before it (here, what precedes it is made unreadable)."""
+    monkeypatch.setattr(filelog, "STRIDE", 4)
+    driver = FileLog(tmp_path)
+    driver.append("t", 0, [{"n": n} for n in range(40)])
+    position = driver.position("t", 0, 25)
+    path = tmp_path / "t" / "0.jsonl"
+    with path.open("r+b") as f:
+        f.write(b"x" * position)  # no line before the chunk can be parsed or counted
+    executor = FileLog(tmp_path)
+    lines = list(executor.lines_at("t", 0, position, 10))
+    assert [int(line.split(b":")[1].rstrip(b"}")) for line in lines] == list(range(25, 35))
+    with pytest.raises(FileLogError, match="not complete"):
+        list(executor.lines_at("t", 0, position, 16))  # past the end: no such records
+    with pytest.raises(FileLogError, match="no offset 41"):
+        driver.position("t", 0, 41)

@@ -1,0 +1,190 @@
+"""examples/k8s/spark-members.yaml, read as Kubernetes would run it: the member pods'
+command line is one examples/spark/clickcount.py accepts, reading and writing where the
+pod mounts its volumes, in the image examples/k8s/Dockerfile.spark builds; the demo
+writer fills the file log the members read. (tests/e2e/test_spark_manifests.py has a
+real API server accept the file.)"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from kgroups.spark.filelog import FileLog
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "k8s" / "spark-members.yaml"
+DOCKERFILE = ROOT / "examples" / "k8s" / "Dockerfile.spark"
+
+
+def documents() -> dict[tuple[str, str], dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def pod(name: str) -> dict[str, Any]:
+    spec: dict[str, Any] = documents()[("Deployment", name)]["spec"]["template"]["spec"]
+    return spec
+
+
+def expand(args: list[str], env: list[dict[str, Any]], pod_name: str) -> list[str]:
+    """$(VAR) in args as the kubelet expands them (fieldRef metadata.name: the pod's name)."""
+    values = {}
+    for var in env:
+        if "value" in var:
+            values[var["name"]] = var["value"]
+        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            values[var["name"]] = pod_name
+    return [re.sub(r"\$\((\w+)\)", lambda m: values.get(m[1], m[0]), a) for a in args]
+
+
+def clickcount() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "clickcount_example", ROOT / "examples" / "spark" / "clickcount.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Accepted(Exception):
+    """clickcount.main got as far as building its Spark session."""
+
+
+def parse(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """clickcount's own parsing and checks of `argv` under `env`; stops before Spark."""
+    import pyspark.sql
+
+    parsed: list[argparse.Namespace] = []
+    real = argparse.ArgumentParser.parse_args
+
+    def spy(self: argparse.ArgumentParser, *a: Any, **kw: Any) -> Any:
+        parsed.append(real(self, *a, **kw))
+        return parsed[-1]
+
+    class Builder:
+        def __getattr__(self, name: str) -> Any:
+            raise Accepted
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", spy)
+    monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
+    monkeypatch.setattr(logging, "basicConfig", lambda **_: None)
+    for name in ("SPARK_MASTER", "SPARK_LOCAL_IP", "PYSPARK_PYTHON", "KGROUPS_SPARK_KAFKA_JARS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(Accepted):
+        clickcount().main(argv)
+    return parsed[-1]
+
+
+def member_command(monkeypatch: pytest.MonkeyPatch, source: str | None = None) -> Any:
+    spec = pod("clicks-spark")
+    container = spec["containers"][0]
+    assert container["command"][:2] == ["python", "examples/spark/clickcount.py"]
+    args = expand(container["args"], container["env"], "clicks-spark-7d9f-abcde")
+    if source is not None:
+        args = [f"--source={source}" if a.startswith("--source=") else a for a in args]
+    env = {v["name"]: v["value"] for v in container["env"] if "value" in v}
+    return parse(args, env, monkeypatch)
+
+
+def test_the_member_pods_command_line_is_accepted_by_clickcount(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = member_command(monkeypatch)
+    docs = documents()
+    assert args.group == docs[("ConsumerGroup", "clicks")]["metadata"]["name"]
+    assert [args.topic] == docs[("ConsumerGroup", "clicks")]["spec"]["topics"]
+    assert args.topic == docs[("Topic", "clicks")]["metadata"]["name"]
+    assert args.bootstrap == "kgroups-coordinator.kgroups.svc:9092"  # as members.yaml
+    assert args.name == "clicks-spark-7d9f-abcde"  # each pod its own client id, not a pid
+    assert args.master == "local[2]"
+    assert args.source == "files:/data/log"
+    assert args.output == "/data/out"
+    assert args.max_records == 10_000
+
+
+def test_the_commented_kafka_source_is_accepted_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = next(x for x in EXAMPLE.read_text().splitlines() if "# - --source=kafka:" in x)
+    source = line.split("--source=", 1)[1].strip()
+    assert member_command(monkeypatch, source).source == source
+
+
+def test_the_member_pod_is_sized_and_mounted_for_local_spark() -> None:
+    deployment = documents()[("Deployment", "clicks-spark")]
+    assert deployment["spec"]["replicas"] == 3
+    spec = pod("clicks-spark")
+    container = spec["containers"][0]
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    threads = int(re.fullmatch(r"local\[(\d+)\]", env["SPARK_MASTER"])[1])  # type: ignore[index]
+    resources = container["resources"]
+    assert int(resources["requests"]["cpu"]) == threads
+    assert "cpu" not in resources.get("limits", {})
+    heap = re.search(r"--driver-memory (\d+)g", env["PYSPARK_SUBMIT_ARGS"])
+    assert heap is not None
+    assert env["PYSPARK_SUBMIT_ARGS"].endswith("pyspark-shell")
+    gib = {k: int(v.removesuffix("Gi")) for k, v in resources["limits"].items()}
+    assert gib["memory"] > int(heap[1]) + 1  # the heap, the JVM's own, the Python workers
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    # SIGTERM finishes a batch, commits, publishes and leaves: not the default 30 s.
+    assert spec["terminationGracePeriodSeconds"] >= 60
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"] == "clicks-data"
+    assert "emptyDir" in volumes[mounts["/tmp"]]  # Spark's only writable place
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    claim = documents()[("PersistentVolumeClaim", "clicks-data")]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsUser"]
+
+
+def test_the_image_is_the_one_dockerfile_spark_builds() -> None:
+    dockerfile = DOCKERFILE.read_text()
+    tag = re.search(r"docker build -f examples/k8s/Dockerfile.spark -t (\S+) \.", dockerfile)
+    assert tag is not None
+    for name in ("clicks-spark", "clicks-writer"):
+        assert {c["image"] for c in pod(name)["containers"]} == {tag[1]}
+    # The command runs from the image's WORKDIR, where the example is copied.
+    assert "WORKDIR /app\nCOPY examples/spark ./examples/spark\n" in dockerfile
+    assert (ROOT / pod("clicks-spark")["containers"][0]["command"][1]).is_file()
+    # Its user is the pods' (the volume's group), Java and the spark extra are in it.
+    assert "USER 65532:65532" in dockerfile
+    assert "openjdk-17-jre-headless" in dockerfile
+    assert "'kgroups[spark]'" in dockerfile
+    assert "KGROUPS_SPARK_KAFKA_JARS=/opt/spark-kafka" in dockerfile
+    assert "COPY tools/spark/pom.xml" in dockerfile
+
+
+def test_the_demo_writer_fills_the_file_log_the_members_read(tmp_path: Path) -> None:
+    writer = pod("clicks-writer")["containers"][0]
+    script = writer["args"][0].replace('"/data/log"', repr(str(tmp_path)))
+    assert script != writer["args"][0]
+    partitions = documents()[("Topic", "clicks")]["spec"]["partitions"]
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    try:
+        log = FileLog(tmp_path)
+        deadline = time.monotonic() + 30
+        while min(log.end_offsets("clicks", range(partitions)).values()) < 100:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the writer wrote nothing"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()  # its SIGTERM handler exits at once (it is PID 1 in the pod)
+        assert proc.wait(timeout=10) == 0
+    assert sorted(p.name for p in (tmp_path / "clicks").iterdir()) == [
+        f"{p}.jsonl" for p in range(partitions)
+    ]
+    assert all(isinstance(r["user"], str) for r in log.read("clicks", 0, 0, 100))
