@@ -20,7 +20,7 @@ from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
-from kgroups.coordinator.wire import DECODERS, api_versions_frame, decode, encode
+from kgroups.coordinator.wire import DECODERS, api_versions_frame, decode, encode, refused_produce
 from kgroups.coordinator.wire.encode import ENCODERS
 from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class, response_class
 from kgroups.protocol.build import build
@@ -90,7 +90,7 @@ RESPONSES: dict[int, Any] = {
 VERSIONS = [
     (key, version)
     for key, spec in sorted(SUPPORTED.items())
-    if key != ApiKey.API_VERSIONS
+    if key not in (ApiKey.API_VERSIONS, ApiKey.PRODUCE)  # both answered by the edge
     for version in range(spec.min_version, spec.max_version + 1)
 ]
 
@@ -283,3 +283,37 @@ def test_api_versions_answers_the_table_or_unsupported_in_v0() -> None:
     old, _ = reader_for(V0)(memoryview(frame), 8)
     assert old.error_code is E.unsupported_version
     assert {k.api_key for k in old.api_keys} == set(SUPPORTED)
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED[ApiKey.PRODUCE].min_version,
+                                          SUPPORTED[ApiKey.PRODUCE].max_version + 1))  # fmt: skip
+def test_produce_is_listed_and_refused_as_kafka_refuses_a_principal_without_write(
+    version: int,
+) -> None:
+    """kgroups stores no records: every partition of a Produce gets
+    TOPIC_AUTHORIZATION_FAILED (with the reason where the version carries messages), and
+    an acks=0 Produce, which has no response, closes the connection (None here)."""
+    values = {
+        "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": "t", "topic_id": uuid.uuid4(),
+                        "partition_data": [{"index": 0, "records": b""},
+                                           {"index": 2, "records": b""}]}],
+    }  # fmt: skip
+    frame = encode_request(build(request_class(ApiKey.PRODUCE, version), values), correlation_id=9)
+    request = parse_request(frame[4:])
+    answer = refused_produce(version, 9, request.body)
+    assert answer is not None and int.from_bytes(answer[4:8], "big") == 9
+    body_at = 9 if version >= 9 else 8  # response header v1: an (empty) tagged-field buffer
+    response, size = reader_for(response_class(ApiKey.PRODUCE, version))(
+        memoryview(answer), body_at
+    )
+    assert body_at + size == len(answer)
+    [topic] = response.responses
+    assert [p.index for p in topic.partition_responses] == [0, 2]
+    for p in topic.partition_responses:
+        assert p.error_code is E.topic_authorization_failed
+        if version >= 8:
+            assert "stores no records" in (p.error_message or "")
+    zero = build(request_class(ApiKey.PRODUCE, version), {**values, "acks": 0})
+    assert refused_produce(version, 10, parse_request(
+        encode_request(zero, correlation_id=10)[4:]).body) is None  # fmt: skip

@@ -49,7 +49,7 @@ from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.records import Record
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.store import RecordStore, Store
-from kgroups.coordinator.wire import api_versions_frame, decode, encode
+from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
 from kgroups.protocol.apis import ApiKey, api_name
 from kgroups.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -378,6 +378,13 @@ class CoordinatorServer:
             return
         try:
             request = parse_request(frame)
+            if key == ApiKey.PRODUCE:
+                refusal = refused_produce(version, correlation_id, request.body)
+                if refusal is None:
+                    conn.abort("Produce with acks=0: kgroups stores no records")
+                else:
+                    conn.complete(refusal)
+                return
             body = decode(key, version, request.body)
         except UnsupportedRequest:
             log.warning("unsupported request from %s: %s v%d", conn.peer, api_name(key), version)

@@ -18,6 +18,7 @@ from kio.static.constants import EntityType
 class ApiKey:
     """Kafka API keys (`ApiKeys.java`) of the APIs kgroups serves."""
 
+    PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
@@ -40,6 +41,7 @@ class ApiKey:
 
 
 _NAMES = {
+    ApiKey.PRODUCE: "produce",
     ApiKey.FETCH: "fetch",
     ApiKey.LIST_OFFSETS: "list_offsets",
     ApiKey.METADATA: "metadata",
