@@ -118,8 +118,9 @@ async def test_1_a_slow_revocation_keeps_the_member_in_the_group(
 async def test_2_a_commit_pinned_to_an_old_generation_is_refused(
     server: CoordinatorServer,
 ) -> None:
-    """The member keeps partition t-0 across a cooperative rebalance (same partition, new
-    generation): work planned in the old generation must not commit."""
+    """Work planned in an old generation commits only on partitions the member held
+    throughout: one kept across a cooperative rebalance, yes; one given to another member
+    (the finding: even when it came back later), never."""
     first = new_member(server, assignors=["cooperative-sticky"])
     await first.start(timeout=10)
     planned_in = first.generation
@@ -128,15 +129,22 @@ async def test_2_a_commit_pinned_to_an_old_generation_is_refused(
     await second.start(timeout=10)
     await until(lambda: len(second.assignment) == 2 and first.state == MemberState.STABLE,
                 10, "the follow-up rebalance")  # fmt: skip
-    kept = next(iter(sorted(first.assignment)))
     assert first.generation > planned_in
+    kept, moved = sorted(first.assignment)[0], sorted(second.assignment)[0]
+    await first.commit({kept: 99}, generation=planned_in)  # held throughout: carried
+    assert (await second.committed([kept]))[kept].offset == 99  # type: ignore[union-attr]
     with pytest.raises(CommitFailedError):
-        await first.commit({kept: 99}, generation=planned_in)
-    committed = await second.committed([kept])
-    assert committed[kept] is None or committed[kept].offset != 99  # type: ignore[union-attr]
-    await first.commit({kept: 11}, generation=first.generation)  # the current one is fine
-    committed = await second.committed([kept])
-    assert committed[kept] is not None and committed[kept].offset == 11  # type: ignore[union-attr]
+        await first.commit({moved: 98}, generation=planned_in)
+    await second.close()
+    await until(lambda: moved in first.assignment and first.state == MemberState.STABLE,
+                10, "the moved partition back with the first member")  # fmt: skip
+    with pytest.raises(CommitFailedError):  # it came back, but someone held it meanwhile
+        await first.commit({moved: 97}, generation=planned_in)
+    committed = await first.committed([moved])
+    assert committed[moved] is None or committed[moved].offset not in (97, 98)  # type: ignore[union-attr]
+    await first.commit({moved: 11}, generation=first.generation)  # the current one is fine
+    committed = await first.committed([moved])
+    assert committed[moved] is not None and committed[moved].offset == 11  # type: ignore[union-attr]
     await first.close()
     await second.close()
 

@@ -9,8 +9,8 @@ when it has stopped working on revoked partitions:
     POST /revoked     acknowledge that work on "revoking" has stopped
     POST /commit      {"offsets": {"t": {"0": 42}}, "generation": 7}
                       (assigned or revoking partitions; "generation", optional, pins the
-                      commit to the generation the work was read in: 409 if it is not
-                      the member's generation any more)
+                      commit to the generation the work was read in: 409 unless that is
+                      the member's generation or it has held the partitions since)
     GET  /healthz     200 while the member is alive, 503 once it has failed
 
 The non-overlap guarantee comes from ordering. When partitions are revoked, the sidecar
