@@ -160,8 +160,7 @@ class BatchLoop:
         await self.member.close()
 
     async def run_once(self) -> Progress | None:
-        """One turn; None when the member holds no generation (or the coordinator could
-        not be asked where to start)."""
+        """One turn; None when the member holds no generation."""
         member = self.member
         if member.error is not None:
             raise member.error
@@ -174,14 +173,14 @@ class BatchLoop:
         finally:
             self._idle.set()
 
-    async def _turn(self, generation: int, owned: frozenset[TopicPartition]) -> Progress | None:
+    async def _turn(self, generation: int, owned: frozenset[TopicPartition]) -> Progress:
         mine = sorted(tp.partition for tp in owned if tp.topic == self.topic)
         if generation != self.generation:
             try:
                 await self._new_generation(generation, mine)
             except (CoordinatorUnavailable, RebalanceInProgressError) as exc:
                 log.warning("%s: cannot read where to start yet: %s", self.name, exc)
-                return None
+                return Progress(generation, [], [])  # nothing done: try again shortly
         held = await self.blocking(lambda: self.source.offsets(self.topic, mine))
         ends = {p: end for p, (_, end) in held.items()}
         batches = next_batches(
