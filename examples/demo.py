@@ -135,6 +135,15 @@ def build_controlplane() -> Path:
     return Path(out[0])
 
 
+def run_checked(cmd: list[str], what: str, *, timeout: float, input: str | None = None) -> str:
+    """Run `cmd` to completion; its stdout, or DemoFailed with its stderr."""
+    done = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise DemoFailed(f"{what} failed:\n{done.stderr}")
+    return done.stdout
+
+
 class Kube:
     """kubectl against the demo's control plane, as a user would type it."""
 
@@ -142,17 +151,8 @@ class Kube:
         self.kubectl, self.kubeconfig = kubectl, kubeconfig
 
     def run(self, *args: str, input: str | None = None) -> str:
-        done = subprocess.run(
-            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise DemoFailed(f"kubectl {' '.join(args)} failed:\n{done.stderr}")
-        return done.stdout
+        return run_checked([str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+                           f"kubectl {' '.join(args)}", timeout=60, input=input)  # fmt: skip
 
     def show(self, *args: str, why: str = "") -> None:
         out = self.run(*args)
@@ -421,15 +421,8 @@ def run(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack) -> No
             check=False,
         )
     )
-    up = subprocess.run(
-        ["bash", str(CONTROLPLANE / "up.sh"), str(cp_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if up.returncode != 0:
-        raise DemoFailed(f"e2e/controlplane/up.sh failed:\n{up.stderr}")
+    run_checked(["bash", str(CONTROLPLANE / "up.sh"), str(cp_dir)], "e2e/controlplane/up.sh",
+                timeout=300)  # fmt: skip
     kube = Kube(k8s_bin / "kubectl", cp_dir / "kubeconfig")
     note(kube.run("apply", "-f", str(ROOT / "crds")).strip().replace("\n", "\n   "))
     kube.run("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
