@@ -231,11 +231,13 @@ class CoreContext:
         instance_id: str | None = None,
         version: int = 8,
         metadata: str = "",
+        log_ends: dict[tuple[str, int], int] | None = None,
     ) -> dict[tuple[str, int], ErrorCode]:
         by_topic: dict[str, list[mo.CommitPartition]] = {}
         for (topic, partition), offset in offsets.items():
+            log_end = (log_ends or {}).get((topic, partition), -1)
             by_topic.setdefault(topic, []).append(
-                mo.CommitPartition(partition, offset, metadata=metadata)
+                mo.CommitPartition(partition, offset, metadata=metadata, log_end=log_end)
             )
         req = mo.OffsetCommitRequest(
             group_id=group_id,

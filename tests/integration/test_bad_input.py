@@ -7,8 +7,8 @@ before and after. Most tests share one coordinator process for the whole module,
 last test can check that it survived all of them without a single traceback.
 
 The behaviours are Kafka's: a request larger than `socket.request.max.bytes` or one that
-does not decode closes that connection (and only that one); an API or version we do not
-serve is answered UNSUPPORTED_VERSION with the request's correlation id; ApiVersions with a
+does not decode closes that connection (and only that one), and so does an API or version we
+do not serve (Kafka closes the connection of a request "which is not enabled"); ApiVersions with a
 version we do not know is answered in v0 with the table (KIP-511); group semantics errors
 come back as Kafka's error codes.
 """
@@ -119,11 +119,6 @@ def read_frame(sock: socket.socket) -> bytes:
 
 def correlation_id_of(payload: bytes) -> int:
     return int.from_bytes(payload[:4], "big", signed=True)
-
-
-def unsupported_version_payload(correlation_id: int) -> bytes:
-    """Correlation id, then int16 UNSUPPORTED_VERSION (35): nothing else."""
-    return struct.pack(">ih", correlation_id, E.unsupported_version.value)
 
 
 def assert_closed(sock: socket.socket, within: float = CLOSE_WITHIN) -> None:
@@ -353,7 +348,7 @@ def test_a_frame_trickling_in_byte_by_byte_is_still_answered(
 
 
 @pytest.mark.parametrize("seed", range(16))
-def test_a_random_payload_is_answered_unsupported_version_or_closed(
+def test_a_random_payload_is_answered_or_closed(
     shared: Coordinator, healthy: Healthy, seed: int
 ) -> None:
     rng = random.Random(seed)
@@ -364,9 +359,7 @@ def test_a_random_payload_is_answered_unsupported_version_or_closed(
     try:
         sock.sendall(frame(payload))
         if spec is None or (key != ApiKey.API_VERSIONS and not spec.supports(version)):
-            assert read_frame(sock) == unsupported_version_payload(correlation_id)
-            # Not a reason to drop the client: the same connection still works.
-            api_versions_round_trip(sock, correlation_id ^ 1)
+            assert_closed(sock)
         else:
             closed_or_answered(sock, correlation_id)
     finally:
@@ -444,37 +437,34 @@ def test_a_frame_too_short_for_a_request_header_closes_the_connection(
         "metadata-v32767",
     ],
 )
-def test_an_unknown_api_or_version_gets_unsupported_version_and_the_connection_stays_usable(
+def test_an_unknown_api_or_version_closes_that_connection_only(
     shared: Coordinator, healthy: Healthy, key: int, version: int
 ) -> None:
     sock = open_socket(shared.port)
     try:
+        api_versions_round_trip(sock, 123455)
         # A plausible body behind the header: the server must not try to decode it.
         sock.sendall(frame(request_header(key, version, 123456) + b"\x00\x01g\xff\xff\xff\xff"))
-        payload = read_frame(sock)
-        assert payload == unsupported_version_payload(123456)
-        api_versions_round_trip(sock, 123457)
-        metadata_round_trip(sock, 123458)
+        assert_closed(sock)
     finally:
         sock.close()
     healthy.check()
 
 
-def test_unsupported_requests_pipelined_with_valid_ones_are_answered_in_order(
+def test_an_unsupported_request_pipelined_behind_valid_ones_closes_after_their_answers(
     shared: Coordinator, healthy: Healthy
 ) -> None:
     sock = open_socket(shared.port)
     try:
         sock.sendall(
-            frame(request_header(999, 0, 1))
-            + encode_request(API_VERSIONS_V3, 2)
+            encode_request(API_VERSIONS_V3, 1)
+            + encode_request(METADATA_ALL, 2)
             + frame(request_header(ApiKey.JOIN_GROUP, 99, 3, flexible=True))
             + encode_request(METADATA_ALL, 4)
         )
-        answers = [read_frame(sock) for _ in range(4)]
-        assert [correlation_id_of(a) for a in answers] == [1, 2, 3, 4]
-        assert answers[0] == unsupported_version_payload(1)
-        assert answers[2] == unsupported_version_payload(3)
+        answers = [read_frame(sock) for _ in range(2)]
+        assert [correlation_id_of(a) for a in answers] == [1, 2]
+        assert_closed(sock)  # nothing after the unsupported request is answered
     finally:
         sock.close()
     healthy.check()

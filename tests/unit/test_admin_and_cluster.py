@@ -9,6 +9,8 @@ import pytest
 from kgroups.coordinator.core import CoordinatorConfig, GroupState
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_group as mg
+from kgroups.coordinator.core import msg_offsets as mo
+from kgroups.coordinator.core.log_ends import MAX_MARKS, LogEnd
 from kgroups.protocol.errors import ErrorCode
 from tests.core_context import NODE, CoreContext
 
@@ -95,6 +97,44 @@ def test_delete_groups_only_empty_ones_and_their_offsets_go_too() -> None:
     ctx.restart()
     assert "g" not in ctx.coordinator.groups
     assert ctx.committed("g", "t", [0]) == {0: -1}
+
+
+def delete_offsets(ctx: CoreContext, group: str, **topics: tuple[int, ...]) -> tuple[E, dict]:
+    request = mo.OffsetDeleteRequest(group, tuple(topics.items()))
+    response = ctx.reply(ctx.send(request, version=0))
+    return response.error, {name: dict(parts) for name, parts in response.topics}
+
+
+def test_offset_delete_removes_offsets_nobody_subscribes_to_durably() -> None:
+    ctx = CoreContext()
+    ctx.create_topic("t", 2)
+    ctx.create_topic("u", 1)
+    (a,), generation = ctx.stable_group(n=1)  # subscribed to "t" only
+    ctx.commit("g", {("t", 0): 5, ("t", 1): 6, ("u", 0): 7}, member_id=a, generation=generation)
+    error, topics = delete_offsets(ctx, "g", t=(0,), u=(0,), nope=(0,))
+    assert error is E.none
+    assert topics == {
+        "t": {0: E.group_subscribed_to_topic},
+        "u": {0: E.none},
+        "nope": {0: E.unknown_topic_or_partition},
+    }
+    assert ctx.committed("g", "t", [0, 1]) == {0: 5, 1: 6}
+    assert ctx.committed("g", "u", [0]) == {0: -1}
+    ctx.leave("g", (a, None))  # Empty: nothing is subscribed any more
+    assert delete_offsets(ctx, "g", t=(1, 7)) == (
+        E.none,
+        {"t": {1: E.none, 7: E.unknown_topic_or_partition}},
+    )
+    ctx.restart()
+    assert ctx.committed("g", "t", [0, 1]) == {0: 5, 1: -1}
+
+
+def test_offset_delete_of_unknown_or_busy_non_consumer_groups_is_refused() -> None:
+    ctx = CoreContext()
+    ctx.create_topic("t", 1)
+    assert delete_offsets(ctx, "nope", t=(0,)) == (E.group_id_not_found, {})
+    ctx.join_new_member("connect", protocol_type="connect")  # a member, rebalancing
+    assert delete_offsets(ctx, "connect", t=(0,)) == (E.non_empty_group, {})
 
 
 # -- topics ---------------------------------------------------------------------------
@@ -232,23 +272,78 @@ def test_find_coordinator_is_always_this_node_for_groups() -> None:
     assert txn.coordinators[0].error is E.invalid_request
 
 
-def test_list_offsets_reports_empty_logs() -> None:
+def list_offsets(ctx: CoreContext, *specs: tuple[str, int, int]) -> list[tuple[E, int]]:
+    """ListOffsets for (topic, partition, timestamp) specs -> (error, offset) each."""
+    topics = tuple(mc.ListOffsetsTopic(t, ((p, ts),)) for t, p, ts in specs)
+    answered = ctx.reply(ctx.send(mc.ListOffsetsRequest(topics), version=9)).topics
+    return [(o.error, o.offset) for _, listed in answered for o in listed]
+
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def test_list_offsets_of_a_partition_nothing_is_known_about_is_an_empty_log() -> None:
     ctx = CoreContext()
     ctx.create_topic("t", 1)
-    req = mc.ListOffsetsRequest(
-        (
-            mc.ListOffsetsTopic("t", ((0, -1), (0, -2), (0, 1_000), (7, -1))),
-            mc.ListOffsetsTopic("x", ((0, -1),)),
-        )
-    )
-    (t, x) = ctx.reply(ctx.send(req, version=9)).topics
-    assert [(o.error, o.offset) for o in t[1]] == [
-        (E.none, 0),
-        (E.none, 0),
-        (E.none, -1),
-        (E.unknown_topic_or_partition, -1),
-    ]
-    assert x[1][0].error is E.unknown_topic_or_partition
+    assert list_offsets(
+        ctx, ("t", 0, LATEST), ("t", 0, EARLIEST), ("t", 0, 1_000), ("t", 0, MAX_TIMESTAMP),
+        ("t", 7, LATEST), ("x", 0, LATEST),
+    ) == [
+        (E.none, 0), (E.none, 0), (E.none, 0), (E.none, -1),
+        (E.unknown_topic_or_partition, -1), (E.unknown_topic_or_partition, -1),
+    ]  # fmt: skip
+
+
+def test_the_log_end_is_the_furthest_any_group_committed_or_a_source_reported() -> None:
+    ctx = CoreContext()
+    ctx.create_topic("t", 2)
+    ctx.commit("slow", {("t", 0): 10})
+    ctx.commit("fast", {("t", 0): 42})
+    ctx.commit("slow", {("t", 0): 12})  # behind the end: the end stays
+    assert list_offsets(ctx, ("t", 0, LATEST), ("t", 0, EARLIEST), ("t", 1, LATEST)) == [
+        (E.none, 42), (E.none, 0), (E.none, 0),
+    ]  # fmt: skip
+    # A source that reads the log reports its end with a commit (a tagged field).
+    ctx.commit("slow", {("t", 1): 3}, log_ends={("t", 1): 90})
+    assert list_offsets(ctx, ("t", 1, LATEST)) == [(E.none, 90)]
+    # Reported ends are not persisted: after a restart the committed offsets speak.
+    ctx.restart()
+    assert list_offsets(ctx, ("t", 0, LATEST), ("t", 1, LATEST)) == [(E.none, 42), (E.none, 3)]
+    ctx.send(mc.DeleteTopicsRequest((mc.TopicRef("t"),)), version=6)
+    ctx.create_topic("t", 2)  # a new topic of the same name starts empty
+    assert list_offsets(ctx, ("t", 0, LATEST)) == [(E.none, 0)]
+
+
+def test_a_time_finds_the_end_known_by_then_never_a_later_one() -> None:
+    ctx = CoreContext()
+    ctx.create_topic("t", 1)
+    start = ctx.core.now_ms
+    ctx.commit("g", {("t", 0): 10})  # at start
+    ctx.sleep(60_000)
+    ctx.commit("g", {("t", 0): 25})  # at start + 60 s
+    ctx.sleep(60_000)
+    ctx.commit("g", {("t", 0): 40})  # at start + 120 s
+    assert list_offsets(
+        ctx, ("t", 0, start - 1), ("t", 0, start), ("t", 0, start + 59_999),
+        ("t", 0, start + 60_000), ("t", 0, start + 10**9), ("t", 0, MAX_TIMESTAMP),
+    ) == [
+        (E.none, 0), (E.none, 10), (E.none, 10), (E.none, 25), (E.none, 40), (E.none, 39),
+    ]  # fmt: skip
+
+
+def test_marks_stay_bounded_evenly_spread_and_answers_only_move_earlier() -> None:
+    end = LogEnd()
+    for i in range(1, 20_000):  # offset 10 i first seen at i seconds
+        end.observe(i * 10, i * 1_000)
+    assert len(end.mark_times) <= MAX_MARKS
+    worst = 0
+    for probe in range(1_000, 20_000_000, 7_919):
+        exact = (probe // 1_000) * 10
+        assert end.offset_at(probe) <= exact  # never past a record stamped after `probe`
+        worst = max(worst, exact - end.offset_at(probe))
+    # Everywhere in the history, early by at most two spacings' worth of records.
+    assert worst <= 2 * 10 * end.spacing_ms // 1_000, (worst, end.spacing_ms)
+    assert end.offset_at(19_999_000) == 199_990
 
 
 def test_fetch_long_polls_and_never_moves_a_consumer_off_its_offset() -> None:

@@ -119,6 +119,35 @@ def test_other_resource_types_are_refused() -> None:
     assert response.results[0].error is E.invalid_request
 
 
+def test_topics_describe_with_kafkas_defaults_read_only_and_cannot_be_altered() -> None:
+    ctx = CoreContext()
+    ctx.create_topic("t", 3)
+    req = mk.DescribeConfigsRequest(
+        (
+            mk.DescribeConfigsResource(2, "t", None),
+            mk.DescribeConfigsResource(2, "t", ("retention.ms", "cleanup.policy", "nope")),
+            mk.DescribeConfigsResource(2, "missing", None),
+        )
+    )
+    every, some, missing = ctx.reply(ctx.send(req, version=4)).results
+    assert every.error is E.none and len(every.entries) > 10
+    assert all(e.read_only and e.source == 5 for e in every.entries)  # DEFAULT_CONFIG
+    assert {e.name: e.value for e in some.entries} == {
+        "retention.ms": "604800000",
+        "cleanup.policy": "delete",
+    }
+    assert missing.error is E.unknown_topic_or_partition
+    # The wire answer carries each entry's type (cleanup.policy is a LIST, 7).
+    wire = encode(32, 4, ctx.reply(ctx.send(req, version=4)))
+    types = {c.name: c.config_type for c in wire.results[1].configs}
+    assert types == {"retention.ms": 5, "cleanup.policy": 7}
+    alter = mk.AlterConfigsRequest(
+        (mk.AlterConfigsResource(2, "t", (mk.ConfigChange("retention.ms", 0, "1"),)),), False
+    )
+    (refused,) = ctx.reply(ctx.send(alter, version=1)).results
+    assert refused.error is E.invalid_request and "no records" in (refused.error_message or "")
+
+
 def test_describe_groups_v5_and_v6_carry_generation_and_leader_in_tagged_fields() -> None:
     ctx = CoreContext()
     (a, _b), generation = ctx.stable_group("g", n=2)

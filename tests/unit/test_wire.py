@@ -48,6 +48,9 @@ RESPONSES: dict[int, Any] = {
     ApiKey.OFFSET_FETCH: mo.OffsetFetchResponse(
         (mo.FetchedGroup("g", (mo.FetchedTopic("t", TID, (mo.FetchedPartition(0, 5, 2, "m"),)),)),)
     ),
+    ApiKey.OFFSET_DELETE: mo.OffsetDeleteResponse(
+        (("t", ((0, E.none), (1, E.group_subscribed_to_topic))),)
+    ),
     ApiKey.DESCRIBE_GROUPS: mg.DescribeGroupsResponse(
         (
             mg.DescribedGroup(
@@ -173,6 +176,7 @@ FULL_REQUESTS: dict[int, dict[str, Any]] = {
         "topics": [{"name": "t", "partition_indexes": [1, 2]}],
         "groups": [{"group_id": "g", "topics": [{"name": "t", "topic_id": TID, "partition_indexes": [1, 2]}]}],
     },
+    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 1}]}]},
     ApiKey.DESCRIBE_GROUPS: {"groups": ["g", "h"]},
     ApiKey.LIST_GROUPS: {"states_filter": ["stable"], "types_filter": ["classic"]},
     ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
@@ -241,6 +245,8 @@ def test_every_request_version_decodes_through_a_real_frame(key: int, version: i
         assert group.group_id == "g"
         assert group.topics is not None and group.topics[0].partitions == (1, 2)
         assert core.require_stable == ("require_stable" in has)
+    elif key == ApiKey.OFFSET_DELETE:
+        assert core == mo.OffsetDeleteRequest("g", (("t", (1,)),))
     elif key == ApiKey.METADATA:
         assert isinstance(core, mc.MetadataRequest)
         assert core.topics is not None and core.topics[0].name == "t"
@@ -317,3 +323,35 @@ def test_produce_is_listed_and_refused_as_kafka_refuses_a_principal_without_writ
     zero = build(request_class(ApiKey.PRODUCE, version), {**values, "acks": 0})
     assert refused_produce(version, 10, parse_request(
         encode_request(zero, correlation_id=10)[4:]).body) is None  # fmt: skip
+
+
+def _commit_with_log_end(version: int) -> Any:
+    spec = FULL_REQUESTS[ApiKey.OFFSET_COMMIT]
+    (topic,) = spec["topics"]
+    parts = [{**p, "log_end_offset": 120} for p in topic["partitions"]]
+    spec = {**spec, "topics": [{**topic, "partitions": parts}]}
+    return build(request_class(ApiKey.OFFSET_COMMIT, version), spec)
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_commit_carries_the_sources_log_end_in_a_tagged_field(version: int) -> None:
+    frame = encode_request(_commit_with_log_end(version), correlation_id=1)
+    request = parse_request(frame[4:])
+    core = decode(ApiKey.OFFSET_COMMIT, version, request.body)
+    assert isinstance(core, mo.OffsetCommitRequest)
+    assert core.topics[0].partitions[0].log_end == 120
+
+
+def test_a_reader_without_the_log_end_extension_skips_it_as_kafka_does() -> None:
+    """The kgroups member sends `log_end_offset` to any broker: Kafka's schema (here kio's
+    plain v8 class, read the way the protocol says unknown tags are read) must skip it."""
+    from kio.schema.offset_commit.v8 import request as plain
+
+    from kgroups.protocol.tags import read_entity
+
+    body = _commit_with_log_end(8)
+    buf = io.BytesIO()
+    writer_for(type(body))(buf, body)
+    read = read_entity(plain.OffsetCommitRequest, memoryview(buf.getvalue()), 0)
+    assert type(read) is plain.OffsetCommitRequest
+    assert read.topics[0].partitions[0].committed_offset == 99

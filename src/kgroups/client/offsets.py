@@ -2,7 +2,8 @@
 
 The member decides what an error *means* for it (reset, rejoin, fail); this module only
 builds the requests (OffsetCommit v8 carries the generation and member id that fence the
-commit; OffsetFetch v7) and reads the responses into per-partition results.
+commit, and the source's log end where known; OffsetFetch v7) and reads the responses into
+per-partition results.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.offset_fetch.v7 import request as of
 
 from kgroups.client.errors import MemberError, OffsetAndMetadata, TopicPartition
@@ -18,6 +18,7 @@ from kgroups.client.link import COORDINATOR_MOVED, CoordinatorUnavailable
 from kgroups.protocol.build import build
 from kgroups.protocol.consumer import partitions_by_topic
 from kgroups.protocol.errors import ErrorCode
+from kgroups.protocol.extensions import OffsetCommitRequestV8
 
 Offsets = (
     Mapping[TopicPartition, int | OffsetAndMetadata]
@@ -36,10 +37,11 @@ def commit_request(
                 "partition_index": tp[1],
                 "committed_offset": om.offset,
                 "committed_metadata": om.metadata,
+                "log_end_offset": -1 if om.log_end is None else om.log_end,
             }
         )
     return build(
-        oc.OffsetCommitRequest,
+        OffsetCommitRequestV8,
         {
             "group_id": group_id,
             "generation_id_or_member_epoch": generation,

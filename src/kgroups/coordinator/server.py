@@ -13,8 +13,10 @@ It is a thin adapter (aioquic's `asyncio/protocol.py` shape) around the sans-IO
 * time is `loop.time()`, offset once to epoch milliseconds at start, so the core sees
   wall-clock-like timestamps (offsets outlive restarts) and tests can fake the loop clock.
 
-A frame we cannot decode closes that connection with a log line; an API or version we do
-not serve gets UNSUPPORTED_VERSION; a bug in a handler closes the connection that caused
+A frame we cannot decode closes that connection with a log line, and so does an API or
+version we do not serve (as a Kafka broker closes the connection of a request "which is not
+enabled": a bare error code would not have the shape that API's answers have, and clients
+read ApiVersions to avoid sending one); a bug in a handler closes the connection that caused
 it. None of these disturbs any other client. A failed write is different: the coordinator
 stops (loudly), because replies could otherwise get ahead of durable state; restart
 recovers from the store.
@@ -59,7 +61,6 @@ from kgroups.protocol.frames import (
     encode_response,
     parse_request,
     peek_header,
-    unsupported_frame,
 )
 
 log = logging.getLogger("kgroups.coordinator")
@@ -218,6 +219,18 @@ class Connection(asyncio.Protocol):
 
         handle = loop.call_later(delay_s, fire)
         self.timers.add(handle)
+
+    def close_after_answers(self, reason: str) -> None:
+        """Hang up once the answers already given are written (the client may have
+        pipelined valid requests ahead of the one that ends the connection)."""
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        if self.transport is not None and not self.closed:
+            if self._out:
+                self.transport.write(b"".join(self._out))
+            self.transport.close()
+        self._out.clear()
+        self._out_bytes = 0
+        self.closed = True
 
     def abort(self, reason: str) -> None:
         log.warning("closing connection from %s: %s", self.peer, reason)
@@ -387,8 +400,7 @@ class CoordinatorServer:
                 return
             body = decode(key, version, request.body)
         except UnsupportedRequest:
-            log.warning("unsupported request from %s: %s v%d", conn.peer, api_name(key), version)
-            conn.complete(unsupported_frame(correlation_id))
+            conn.close_after_answers(f"{api_name(key)} v{version} is not served (see ApiVersions)")
             return
         except MalformedFrame as exc:
             conn.abort(str(exc))

@@ -38,6 +38,7 @@ class ApiKey:
     DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
 
 
 _NAMES = {
@@ -61,6 +62,7 @@ _NAMES = {
     ApiKey.DELETE_GROUPS: "delete_groups",
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
+    ApiKey.OFFSET_DELETE: "offset_delete",
 }
 
 
@@ -92,6 +94,11 @@ def _load(path: str) -> type:
 
 @cache
 def request_class(key: int, version: int) -> type:
+    from kgroups.protocol.extensions import REQUESTS
+
+    extended = REQUESTS.get((key, version))
+    if extended is not None:
+        return extended
     return _load(schema_name_map[_NAMES[key]][version][EntityType.request])
 
 

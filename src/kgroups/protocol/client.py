@@ -28,6 +28,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from kgroups.protocol.apis import SUPPORTED, response_class
 from kgroups.protocol.extensions import RESPONSES
 from kgroups.protocol.frames import SIZE, skip_tagged_fields, writer_for
 from kgroups.protocol.tags import read_entity
@@ -51,6 +52,8 @@ def _response_class(request_cls: type) -> type:
     key = (int(request_cls.__api_key__), int(request_cls.__version__))  # type: ignore[attr-defined]
     if key in RESPONSES:
         return RESPONSES[key]
+    if key[0] in SUPPORTED:
+        return response_class(*key)
     module = request_cls.__module__.rsplit(".", 1)[0] + ".response"
     name = request_cls.__name__.removesuffix("Request") + "Response"
     mod = __import__(module, fromlist=[name])

@@ -22,7 +22,6 @@ from typing import Any
 from kio.serial import entity_writer
 
 from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class, response_class
-from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.tags import read_entity, read_uvarint
 
 SIZE = struct.Struct(">i")
@@ -124,15 +123,6 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     frame = out.getbuffer()
     SIZE.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)
-
-
-def unsupported_frame(correlation_id: int) -> bytes:
-    """The smallest answer to an API or version we do not serve: the correlation id and
-    UNSUPPORTED_VERSION, which is also how every ApiVersions v0 response begins."""
-    payload = correlation_id.to_bytes(4, "big", signed=True) + _I16.pack(
-        ErrorCode.unsupported_version.value
-    )
-    return SIZE.pack(len(payload)) + payload
 
 
 def response_type(api_key: int, api_version: int) -> type:

@@ -200,7 +200,7 @@ class BatchLoop:
             if not self._lost:
                 raise
             return self._drop(batches, "the partitions were lost: the batch was cancelled")
-        return await self._commit(generation, batches, outputs)
+        return await self._commit(generation, batches, outputs, ends)
 
     async def _new_generation(self, generation: int, partitions: list[int]) -> None:
         tps = [TopicPartition(self.topic, p) for p in partitions]
@@ -225,13 +225,20 @@ class BatchLoop:
                  self.topic, positions)  # fmt: skip
 
     async def _commit(
-        self, generation: int, batches: list[Batch], outputs: Mapping[int, Any]
+        self,
+        generation: int,
+        batches: list[Batch],
+        outputs: Mapping[int, Any],
+        ends: Mapping[int, int],
     ) -> Progress:
         staged = await self.blocking(
             lambda: {b: self.outbox.stage(b, outputs.get(b.partition, {})) for b in batches}
         )
+        # The source's end goes with the commit: Kafka's tools then show the true lag.
         offsets = {
-            TopicPartition(self.topic, b.partition): OffsetAndMetadata(b.end, metadata)
+            TopicPartition(self.topic, b.partition): OffsetAndMetadata(
+                b.end, metadata, ends.get(b.partition)
+            )
             for b, metadata in staged.items()
         }
         try:

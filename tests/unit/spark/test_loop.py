@@ -122,13 +122,14 @@ class World:
 
     def pipeline(
         self, name: str, source: Log, spark: Spark, reset: Reset = "earliest",
-        assignor: str = "range",
+        assignor: str = "range", max_records: int = 10_000,
     ) -> BatchLoop:  # fmt: skip
         self.wires[name] = []
         return BatchLoop(
             bootstrap=ADDRESS, group="g", topic=TOPIC, source=source, process=spark.process,
             output=str(self.out), name=name, auto_offset_reset=reset, poll_interval=0.2,
             cancel=spark.cancel, blocking=spark.blocking, assignors=[assignor],
+            max_records=max_records,
             session_timeout_ms=int(SESSION * 1000), heartbeat_interval_ms=int(HEARTBEAT * 1000),
             rebalance_timeout_ms=int(REBALANCE * 1000), retry_backoff_ms=100,
             request_timeout_ms=int(SESSION * 1000),
@@ -194,6 +195,30 @@ def tiled(tiles: list[tuple[int, int]], end: int) -> bool:
             return False
         edge = stop
     return edge == end
+
+
+def test_each_commit_tells_the_coordinator_where_the_source_log_ends(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    log = Log(end=100)
+
+    def known_ends() -> dict[int, int]:
+        assert world.cluster.server is not None and world.cluster.server.coordinator
+        ends = world.cluster.server.coordinator.core.log_ends
+        return {p: ends[(TOPIC, p)].end for p in range(PARTITIONS) if (TOPIC, p) in ends}
+
+    async def scenario() -> None:
+        # Batches of 30 records: the commits lag the log, and Kafka's tools must see that.
+        member = world.pipeline("m", log, Spark(), max_records=30)
+        await first_turn(member)
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
+        assert known_ends() == dict.fromkeys(range(PARTITIONS), 100)
+        log.end = dict.fromkeys(range(PARTITIONS), 250)
+        await member.run_once()
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 60)
+        assert known_ends() == dict.fromkeys(range(PARTITIONS), 250)
+        await member.close()
+
+    world.play(scenario)
 
 
 @pytest.mark.parametrize("reset", ["earliest", "latest", "none"])

@@ -3,10 +3,11 @@
 kgroups coordinates partitions it does not store. A topic is a name, an id and a
 partition count, registered through CreateTopics/CreatePartitions (so any Kafka admin
 client can manage them) and persisted as a record. Every partition is led by node 0 and
-holds no records: ListOffsets reports empty logs and Fetch long-polls and returns nothing,
-which is all a Kafka consumer needs to keep `poll()` running while it takes part in the
-group. Fetch never reports OFFSET_OUT_OF_RANGE: a consumer positioned at a committed
-offset stays there, so offsets kgroups members commit are never reset by a Kafka peer.
+holds no records: ListOffsets reports earliest 0 and the end the coordinator has learned
+(`log_ends.py`), and Fetch long-polls and returns nothing, which is all a Kafka consumer
+needs to keep `poll()` running while it takes part in the group. Fetch never reports
+OFFSET_OUT_OF_RANGE: a consumer positioned at a committed offset stays there, so offsets
+kgroups members commit are never reset by a Kafka peer.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 
 from kgroups.coordinator.core.context import Core, TopicInfo
+from kgroups.coordinator.core.log_ends import LogEnd, forget_topic
 from kgroups.coordinator.core.msg_cluster import (
     CoordinatorResult,
     CreatedTopic,
@@ -52,6 +54,7 @@ list caps CreatePartitions the same way."""
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+NOTHING_KNOWN = LogEnd()
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -214,6 +217,7 @@ def handle_delete_topics(core: Core, ctx: RequestContext, req: DeleteTopicsReque
         del core.topic_names_by_id[info.topic_id]
         core.out.persist(TopicRecord(info.name, None))
         delete_topic_offsets(core, info.name)
+        forget_topic(core.log_ends, info.name)
         results.append(TopicOutcome(info.name, topic_id=info.topic_id))
     core.out.reply(ctx.ref, DeleteTopicsResponse(tuple(results)))
 
@@ -289,13 +293,25 @@ def handle_list_offsets(core: Core, ctx: RequestContext, req: ListOffsetsRequest
         for partition, timestamp in topic.partitions:
             if info is None or not 0 <= partition < info.partitions:
                 listed.append(ListedOffset(partition, ErrorCode.unknown_topic_or_partition))
-            elif timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL):
-                listed.append(ListedOffset(partition, offset=0, leader_epoch=0))
             else:
-                # MAX_TIMESTAMP or a time: an empty log has no such record.
-                listed.append(ListedOffset(partition))
+                known = core.log_ends.get((topic.name, partition), NOTHING_KNOWN)
+                listed.append(_listed(partition, timestamp, known))
         topics.append((topic.name, tuple(listed)))
     core.out.reply(ctx.ref, ListOffsetsResponse(tuple(topics)))
+
+
+def _listed(partition: int, timestamp: int, known: LogEnd) -> ListedOffset:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return ListedOffset(partition, offset=0, leader_epoch=0)
+    if timestamp == LATEST:
+        return ListedOffset(partition, offset=known.end, leader_epoch=0)
+    if timestamp == MAX_TIMESTAMP:
+        if known.end == 0:
+            return ListedOffset(partition)  # no record: no newest one
+        return ListedOffset(partition, timestamp=known.end_ms, offset=known.end - 1, leader_epoch=0)
+    if timestamp >= 0:
+        return ListedOffset(partition, offset=known.offset_at(timestamp), leader_epoch=0)
+    return ListedOffset(partition)  # tiered-storage specs: no tiered storage here
 
 
 def handle_fetch(core: Core, ctx: RequestContext, req: FetchRequest) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from kgroups.coordinator.core.config import CoordinatorConfig
 from kgroups.coordinator.core.effects import Outbox
+from kgroups.coordinator.core.log_ends import LogEnds
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_cluster import Node
 from kgroups.coordinator.core.records import OffsetValue
@@ -46,6 +47,8 @@ class Core:
     group_configs: dict[str, dict[str, int]] = field(default_factory=dict)
     """group id -> Kafka config name -> override (see `group_configs.py`)."""
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    log_ends: LogEnds = field(default_factory=dict)
+    """(topic, partition) -> how far its log is known to reach (see `log_ends.py`)."""
     timers: KeyedTimers = field(default_factory=KeyedTimers)
     out: Outbox = field(default_factory=Outbox)
     now_ms: int = 0

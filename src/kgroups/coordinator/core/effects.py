@@ -25,6 +25,7 @@ ResponseBody = (
     | g.DeleteGroupsResponse
     | o.OffsetCommitResponse
     | o.OffsetFetchResponse
+    | o.OffsetDeleteResponse
     | c.MetadataResponse
     | c.FindCoordinatorResponse
     | c.CreateTopicsResponse
@@ -46,6 +47,7 @@ RequestBody = (
     | g.DeleteGroupsRequest
     | o.OffsetCommitRequest
     | o.OffsetFetchRequest
+    | o.OffsetDeleteRequest
     | c.MetadataRequest
     | c.FindCoordinatorRequest
     | c.CreateTopicsRequest

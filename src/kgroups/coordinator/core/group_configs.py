@@ -29,6 +29,7 @@ from kgroups.coordinator.core.msg_configs import (
 )
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.records import GroupConfigRecord
+from kgroups.coordinator.core.topic_configs import TOPIC, describe_topic
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupConfig
 
@@ -100,10 +101,13 @@ def handle_alter(core: Core, ctx: RequestContext, req: AlterConfigsRequest) -> N
     for resource in req.resources:
         outcome = ResourceOutcome(resource.resource_type, resource.name)
         if resource.resource_type != GROUP:
+            why = (
+                "a kgroups topic stores no records: its configs are Kafka's defaults, fixed"
+                if resource.resource_type == TOPIC
+                else "a kgroups coordinator configures GROUP resources only"
+            )
             outcome = dataclasses.replace(
-                outcome,
-                error=ErrorCode.invalid_request,
-                error_message="a kgroups coordinator configures GROUP resources only",
+                outcome, error=ErrorCode.invalid_request, error_message=why
             )
         elif not resource.name:
             outcome = dataclasses.replace(outcome, error=ErrorCode.invalid_group_id)
@@ -136,13 +140,16 @@ def set_overrides(core: Core, group_id: str, overrides: dict[str, int]) -> None:
 def handle_describe(core: Core, ctx: RequestContext, req: DescribeConfigsRequest) -> None:
     results: list[DescribedResource] = []
     for resource in req.resources:
+        if resource.resource_type == TOPIC:
+            results.append(describe_topic(core, resource))
+            continue
         if resource.resource_type != GROUP:
             results.append(
                 DescribedResource(
                     resource.resource_type,
                     resource.name,
                     ErrorCode.invalid_request,
-                    "a kgroups coordinator describes GROUP resources only",
+                    "a kgroups coordinator describes GROUP and TOPIC resources only",
                 )
             )
             continue

@@ -52,6 +52,7 @@ _HANDLERS: Mapping[type, Handler] = {
     mg.DeleteGroupsRequest: admin.handle_delete,
     mo.OffsetCommitRequest: offsets.handle_commit,
     mo.OffsetFetchRequest: offsets.handle_fetch,
+    mo.OffsetDeleteRequest: offsets.handle_delete,
     mc.MetadataRequest: cluster.handle_metadata,
     mc.FindCoordinatorRequest: cluster.handle_find_coordinator,
     mc.CreateTopicsRequest: cluster.handle_create_topics,

@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs and DescribeConfigs as the core sees them (GROUP resources only)."""
+"""IncrementalAlterConfigs and DescribeConfigs as the core sees them (GROUP resources, and
+TOPIC resources for DescribeConfigs)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,11 @@ class ConfigEntry:
     name: str
     value: str
     source: int
-    """Kafka's ConfigSource: 8 GROUP_CONFIG for an override, 4 STATIC_BROKER_CONFIG else."""
+    """Kafka's ConfigSource: 8 GROUP_CONFIG for a group's override, 4 STATIC_BROKER_CONFIG
+    for the coordinator's setting, 5 DEFAULT_CONFIG for a topic's."""
+    read_only: bool = False
+    config_type: int = 3
+    """Kafka's ConfigType: 3 INT (every group setting), others for topic configs."""
 
 
 @dataclass(frozen=True, slots=True)

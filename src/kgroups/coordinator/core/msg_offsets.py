@@ -1,4 +1,4 @@
-"""Version-independent OffsetCommit and OffsetFetch messages.
+"""Version-independent OffsetCommit, OffsetFetch and OffsetDelete messages.
 
 Topics are named by name up to OffsetCommit/OffsetFetch v9 and by topic id from v10; both
 are carried so the core can resolve either and answer in kind.
@@ -20,6 +20,8 @@ class CommitPartition:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+    log_end: int = -1
+    """Where the partition's log ends, if the committer reads it (a kgroups extension)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +99,16 @@ class FetchedGroup:
 @dataclass(frozen=True, slots=True)
 class OffsetFetchResponse:
     groups: tuple[FetchedGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...]
+    """(topic name, partitions) pairs whose committed offsets to delete."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    topics: tuple[tuple[str, tuple[tuple[int, ErrorCode], ...]], ...]
+    error: ErrorCode = NONE

@@ -1,4 +1,4 @@
-"""OffsetCommit, OffsetFetch and offset expiry (Kafka's OffsetMetadataManager).
+"""OffsetCommit, OffsetFetch, OffsetDelete and offset expiry (Kafka's OffsetMetadataManager).
 
 Commits are fenced by generation: a member of generation N cannot commit once the group
 has moved to N+1. Commits with generation -1 and no member id are "simple" commits (an
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 
+from kgroups.coordinator.core import log_ends
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.group_configs import group_config
@@ -25,6 +26,8 @@ from kgroups.coordinator.core.msg_offsets import (
     FetchGroup,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
@@ -98,6 +101,8 @@ def handle_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) -> 
                 )
                 core.offsets.setdefault(req.group_id, {})[(info.name, p.partition)] = value
                 core.out.persist(OffsetRecord(req.group_id, info.name, p.partition, value))
+                known = max(p.offset, p.log_end)
+                log_ends.observe(core.log_ends, info.name, p.partition, known, core.now_ms)
                 parts_out.append((p.partition, ErrorCode.none))
         results.append(CommitTopicResult(info.name, info.topic_id, tuple(parts_out)))
     core.out.reply(ctx.ref, OffsetCommitResponse(tuple(results)))
@@ -256,3 +261,40 @@ def _cleanup_expired(core: Core, group: Group) -> bool:
     if not committed:
         core.offsets.pop(group.group_id, None)
     return all_expired
+
+
+def handle_delete(core: Core, ctx: RequestContext, req: OffsetDeleteRequest) -> None:
+    """OffsetDelete (`kafka-consumer-groups --delete-offsets`), as Kafka's coordinator does it.
+
+    Only offsets nobody is using can go: any group that is Empty, or a group of the
+    consumer protocol for topics its members do not subscribe to (those partitions answer
+    GROUP_SUBSCRIBED_TO_TOPIC). A non-empty group of another protocol is NON_EMPTY_GROUP.
+    Every partition asked about is answered, whether or not it had an offset.
+    """
+    group = core.groups.get(req.group_id)
+    if group is None or group.state is GroupState.DEAD:
+        core.out.reply(ctx.ref, OffsetDeleteResponse((), ErrorCode.group_id_not_found))
+        return
+    empty = group.state is GroupState.EMPTY
+    if not empty and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        core.out.reply(ctx.ref, OffsetDeleteResponse((), ErrorCode.non_empty_group))
+        return
+    subscribed = frozenset() if empty else (group.subscribed_topics or frozenset())
+    committed = core.offsets.get(req.group_id, {})
+    topics: list[tuple[str, tuple[tuple[int, ErrorCode], ...]]] = []
+    for name, partitions in req.topics:
+        info = core.topics.get(name)
+        answers: list[tuple[int, ErrorCode]] = []
+        for p in partitions:
+            if info is None or not 0 <= p < info.partitions:
+                answers.append((p, ErrorCode.unknown_topic_or_partition))
+            elif name in subscribed:
+                answers.append((p, ErrorCode.group_subscribed_to_topic))
+            else:
+                if committed.pop((name, p), None) is not None:
+                    core.out.persist(OffsetRecord(req.group_id, name, p, None))
+                answers.append((p, ErrorCode.none))
+        topics.append((name, tuple(answers)))
+    if not committed:
+        core.offsets.pop(req.group_id, None)
+    core.out.reply(ctx.ref, OffsetDeleteResponse(tuple(topics)))

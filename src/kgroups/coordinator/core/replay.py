@@ -9,6 +9,7 @@ offset-expiry sweep.
 
 from __future__ import annotations
 
+from kgroups.coordinator.core import log_ends
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.group_configs import group_config
@@ -88,6 +89,8 @@ def _replay_offset(core: Core, record: OffsetRecord) -> None:
         # Offsets without group metadata belong to a simple group, as in Kafka.
         core.groups[record.group_id] = Group(record.group_id)
     core.offsets.setdefault(record.group_id, {})[key] = record.value
+    value = record.value
+    log_ends.observe(core.log_ends, *key, value.offset, value.commit_timestamp_ms)
 
 
 def resume(core: Core) -> None:

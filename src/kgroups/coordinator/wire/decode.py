@@ -81,6 +81,7 @@ def _commit(body: Any, version: int) -> mo.OffsetCommitRequest:
                     p.committed_offset,
                     getattr(p, "committed_leader_epoch", -1),
                     p.committed_metadata,
+                    getattr(p, "log_end_offset", -1),
                 )
                 for p in t.partitions
             ),
@@ -117,6 +118,11 @@ def _offset_fetch(body: Any, version: int) -> mo.OffsetFetchRequest:
     return mo.OffsetFetchRequest(
         (mo.FetchGroup(body.group_id, _fetch_topics(body.topics)),), stable
     )
+
+
+def _offset_delete(body: Any, version: int) -> mo.OffsetDeleteRequest:
+    topics = tuple((t.name, tuple(p.partition_index for p in t.partitions)) for t in body.topics)
+    return mo.OffsetDeleteRequest(body.group_id, topics)
 
 
 def _describe(body: Any, version: int) -> mg.DescribeGroupsRequest:
@@ -239,6 +245,7 @@ DECODERS: dict[int, Callable[[Any, int], RequestBody]] = {
     ApiKey.LEAVE_GROUP: _leave,
     ApiKey.OFFSET_COMMIT: _commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.OFFSET_DELETE: _offset_delete,
     ApiKey.DESCRIBE_GROUPS: _describe,
     ApiKey.LIST_GROUPS: _list,
     ApiKey.DELETE_GROUPS: _delete_groups,

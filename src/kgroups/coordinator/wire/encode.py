@@ -127,6 +127,19 @@ def _offset_fetch(r: mo.OffsetFetchResponse, version: int) -> dict[str, Any]:
     return {"topics": _fetched_topics(group.topics, ids=False), "error_code": group.error}
 
 
+def _offset_delete(r: mo.OffsetDeleteResponse, version: int) -> dict[str, Any]:
+    return {
+        "error_code": r.error,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [{"partition_index": p, "error_code": e} for p, e in parts],
+            }
+            for name, parts in r.topics
+        ],
+    }
+
+
 def _describe(r: mg.DescribeGroupsResponse, version: int) -> dict[str, Any]:
     return {
         "groups": [
@@ -353,11 +366,11 @@ def _describe_configs(r: mk.DescribeConfigsResponse, version: int) -> dict[str, 
                     {
                         "name": e.name,
                         "value": e.value,
-                        "read_only": False,
+                        "read_only": e.read_only,
                         "config_source": e.source,
                         "is_sensitive": False,
                         "synonyms": [],
-                        "config_type": 5,  # LONG
+                        "config_type": e.config_type,
                         "documentation": None,
                     }
                     for e in d.entries
@@ -377,6 +390,7 @@ ENCODERS: dict[int, Encoder] = {
     ApiKey.LEAVE_GROUP: _leave,
     ApiKey.OFFSET_COMMIT: _commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.OFFSET_DELETE: _offset_delete,
     ApiKey.DESCRIBE_GROUPS: _describe,
     ApiKey.LIST_GROUPS: _list,
     ApiKey.DELETE_GROUPS: _delete_groups,
