@@ -26,6 +26,8 @@ from kio.schema.describe_configs.v4 import response as dcr
 from kio.schema.describe_groups.v5 import request as dgr
 from kio.schema.incremental_alter_configs.v1 import request as iac
 from kio.schema.incremental_alter_configs.v1 import response as iacr
+from kio.schema.list_offsets.v9 import request as lo
+from kio.schema.list_offsets.v9 import response as lor
 from kio.schema.metadata.v12 import request as md
 from kio.schema.metadata.v12 import response as mdr
 from kio.schema.offset_fetch.v8 import request as of
@@ -161,6 +163,17 @@ class Admin:
             for t in response.topics
             if t.error_code is ErrorCode.none
         }
+
+    async def end_offsets(self, name: str, partitions: int) -> dict[int, int]:
+        """Where each partition's log ends, as far as the coordinator knows (ListOffsets
+        latest: the furthest committed or reported by a source)."""
+        spec = [{"partition_index": p, "timestamp": -1} for p in range(partitions)]
+        topics = [{"name": name, "partitions": spec}]
+        req = build(lo.ListOffsetsRequest, {"replica_id": -1, "topics": topics})
+        (topic,) = (await self.request(req, lor.ListOffsetsResponse)).topics
+        for p in topic.partitions:
+            _check(p.error_code)
+        return {p.partition_index: p.offset for p in topic.partitions}
 
     # --- groups -----------------------------------------------------------------------------
 

@@ -29,6 +29,11 @@ from kgroups import admin
 from tests.integration.harness import PYTHON, ROOT, Coordinator, wait_until
 
 
+async def end_offsets(coordinator: Coordinator, topic: str, partitions: int) -> dict[int, int]:
+    async with admin.Admin("127.0.0.1", coordinator.port) as client:
+        return await client.end_offsets(topic, partitions)
+
+
 def http(address: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"http://{address}{path}", data=data, method=method)
@@ -184,6 +189,11 @@ def test_apps_behind_sidecars_never_work_on_the_same_partition(
         assert status == 409 and "generation" in body["error"], body
         status, body = http(c.address, "POST", "/commit", {**pinned, "generation": "7"})
         assert status == 400, body
+        # The application says where its source ends: Kafka's tools then see the true end.
+        ended = {**pinned, "log_ends": {"jobs": {str(mine): 90}}}
+        assert http(c.address, "POST", "/commit", ended)[0] == 200
+        ends = asyncio.run(end_offsets(coordinator, "jobs", 12))
+        assert ends[mine] == 90, ends
         status, body = http(c.address, "GET", "/healthz")
         assert status == 200
 

@@ -7,10 +7,13 @@ when it has stopped working on revoked partitions:
     GET  /assignment  {"generation", "member_id", "state", "assignment": {"t": [0, 1]},
                        "revoking": {"t": [1]}, "lost": {"t": [2]}, "version"}
     POST /revoked     acknowledge that work on "revoking" has stopped
-    POST /commit      {"offsets": {"t": {"0": 42}}, "generation": 7}
+    POST /commit      {"offsets": {"t": {"0": 42}}, "generation": 7,
+                       "log_ends": {"t": {"0": 90}}}
                       (assigned or revoking partitions; "generation", optional, pins the
                       commit to the generation the work was read in: 409 unless that is
-                      the member's generation or it has held the partitions since)
+                      the member's generation or it has held the partitions since;
+                      "log_ends", optional, says where the application's source ends, so
+                      Kafka's tools show the true end and lag of the group)
     GET  /healthz     200 while the member is alive, 503 once it has failed
 
 The non-overlap guarantee comes from ordering. When partitions are revoked, the sidecar
@@ -51,6 +54,7 @@ from kgroups.client.errors import (
     CommitError,
     CommitFailedError,
     MemberError,
+    OffsetAndMetadata,
     RebalanceInProgressError,
     TopicPartition,
 )
@@ -227,6 +231,11 @@ class Sidecar:
                 for topic, per_partition in doc["offsets"].items()
                 for p, offset in per_partition.items()
             }
+            ends = {
+                TopicPartition(topic, int(p)): int(end)
+                for topic, per_partition in doc.get("log_ends", {}).items()
+                for p, end in per_partition.items()
+            }
             generation = doc.get("generation")
             if generation is not None and (
                 isinstance(generation, bool) or not isinstance(generation, int)
@@ -235,13 +244,15 @@ class Sidecar:
         except (ValueError, KeyError, TypeError, AttributeError):
             return 400, {
                 "error": 'expected {"offsets": {"topic": {"partition": offset}}, '
-                '"generation": N (optional)}'
+                '"generation": N (optional), "log_ends": {"topic": {"partition": end}} '
+                "(optional)}"
             }
         foreign = sorted(tp for tp in offsets if tp not in self._held | self._revoking)
         if foreign:
             return 409, {"error": "not assigned to this member", "partitions": foreign}
         try:
-            await self.member.commit(offsets, generation=generation)
+            with_ends = {tp: OffsetAndMetadata(o, "", ends.get(tp)) for tp, o in offsets.items()}
+            await self.member.commit(with_ends, generation=generation)
         except CommitFailedError as exc:
             return 409, {"error": str(exc), "code": getattr(exc.code, "name", None)}
         except (RebalanceInProgressError, CoordinatorUnavailable) as exc:
