@@ -15,7 +15,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install lint test test-unit test-sim test-integration test-e2e e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: install lint test test-unit test-sim test-integration test-e2e test-matrix peers e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint kafka spark-kafka controlplane
+test: lint kafka spark-kafka controlplane peers
 	$(BIN)/pytest $(PYTEST_FLAGS) tests
 
 test-unit: install
@@ -45,6 +45,18 @@ test-integration: install kafka spark-kafka
 
 test-e2e: install controlplane
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+# The client matrix (issue 12): every Kafka client and tool against the coordinator.
+test-matrix: install kafka peers
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/matrix
+
+# The matrix's peers, each from its own registry, cached outside the repository:
+# franz-go and sarama built from the Go module proxy, kcat from Debian's packages,
+# kafka-consumer-groups and kafka-topics (kafka-tools 4.3.1) from Maven Central.
+peers:
+	bash tools/peers/go/build.sh >/dev/null
+	bash tools/peers/kcat.sh >/dev/null
+	bash tools/kafka-tools/fetch.sh >/dev/null
 
 # Spark's Kafka source (spark-sql-kafka-0-10 for the pinned pyspark) from Maven Central
 # into ~/.cache/kgroups (tools/spark/fetch.sh); the Spark members' Kafka tests use it.

@@ -6,6 +6,7 @@ stopped by the fixture that started it (SIGKILL as a last resort).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -106,6 +107,58 @@ class Coordinator:
         self.start()
 
 
+GO_CLIENTS = ("franz-go", "sarama")
+"""Go group consumers built from the Go module proxy (tools/peers/go)."""
+KCAT_MEMBER = Path(__file__).with_name("kcat_member.py")
+
+
+@functools.cache
+def go_peers() -> Path:
+    """The directory of the Go peers' binaries, built (once, cached) by tools/peers/go."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "tools" / "peers" / "go" / "build.sh")],
+        check=True, capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def member_command(client: str, args: list[str]) -> list[str]:
+    """The command that runs `client` as a member speaking member.py's protocol (its
+    arguments, its JSON events on stdout, `commit N` and `close` on stdin)."""
+    if client == "java":
+        import kafkapeer  # tools/kafkapeer.py: the Java client from Maven Central
+
+        return kafkapeer.java_member_cmd(*args)
+    if client in GO_CLIENTS:
+        return [str(go_peers() / f"{client}-member"), *args]
+    if client == "kcat":
+        return [PYTHON, str(KCAT_MEMBER), *args]
+    return [PYTHON, str(MEMBER_SCRIPT), "--client", client, *args]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by `pid` and every live descendant of it."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    used: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += used.get(current, 0.0)
+        todo.extend(children.get(current, []))
+    return total
+
+
 class Member:
     """tests/integration/member.py as a subprocess; collects the events it prints."""
 
@@ -123,12 +176,7 @@ class Member:
             args += ["--metadata-max-age-ms", str(metadata_max_age_ms)]
         if instance_id is not None:
             args += ["--instance-id", instance_id]
-        if client == "java":
-            import kafkapeer  # tools/kafkapeer.py: the Java client from Maven Central
-
-            cmd = kafkapeer.java_member_cmd(*args)
-        else:
-            cmd = [PYTHON, str(MEMBER_SCRIPT), "--client", client, *args]
+        cmd = member_command(client, args)
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -206,6 +254,10 @@ class Member:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def cpu_seconds(self) -> float:
+        """CPU used so far by this member's process and its children (kcat's wrapper)."""
+        return cpu_seconds(self.proc.pid)
+
 
 def converged(members: Iterable[Member], partitions: set[tuple[str, int]]) -> int | None:
     """The generation if every member reports the same one and together they cover
@@ -240,6 +292,17 @@ def no_overlap_per_generation(members: Iterable[Member]) -> None:
                     f"partition {p} assigned to {other} and {m.name} "
                     f"in generation {event['generation']}"
                 )
+
+
+def assert_idle(members: Iterable[Member], seconds: float = 5.0, limit: float = 0.25) -> None:
+    """Members with nothing to do use no measurable CPU: under `limit` CPU seconds each
+    over `seconds` of wall time (a spinning client uses a whole core)."""
+    live = [m for m in members if m.alive]
+    before = {m.name: m.cpu_seconds() for m in live}
+    time.sleep(seconds)
+    used = {m.name: round(m.cpu_seconds() - before[m.name], 3) for m in live}
+    busy = {name: cpu for name, cpu in used.items() if cpu >= limit}
+    assert not busy, f"idle members used CPU over {seconds}s: {busy} (all: {used})"
 
 
 def create_topic(coordinator: Coordinator, name: str, partitions: int) -> set[tuple[str, int]]:

@@ -1,4 +1,5 @@
-"""A real Kafka consumer (kafka-python or aiokafka) as a group member, driven by a test.
+"""A real Kafka consumer (kafka-python, aiokafka, confluent-kafka) as a group member, driven
+by a test.
 
 Run as its own process so a test can close it, kill it with SIGKILL, or restart it with
 the same static identity. It reports what the client library itself believes, one JSON
@@ -12,7 +13,9 @@ object per line on stdout:
     {"event": "lost", "partitions": [...]}, {"event": "failed", "error": "..."}  (kgroups)
 
 Commands on stdin: `commit N` (commit offset N for every assigned partition) and `close`
-(leave the group cleanly).
+(leave the group cleanly). confluent-kafka also takes `commit-async N` (reported from its
+commit callback) and closes on SIGTERM; its `assigned` carries the whole assignment after
+the rebalance callback and, like kgroups', `added` (what the callback was handed).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import asyncio
 import json
 import logging
 import queue
+import signal
+import struct
 import sys
 import threading
 import time
@@ -89,7 +94,8 @@ def run_kafka_python(args: argparse.Namespace) -> None:
                 event="assigned",
                 generation=meta.generation_id,
                 member_id=meta.member_id,
-                partitions=tps(assigned),
+                partitions=tps(consumer.assignment()),  # all it owns: cooperative adds
+                added=tps(assigned),
             )
 
     consumer.subscribe(args.topics.split(","), listener=Listener())
@@ -248,9 +254,146 @@ async def run_kgroups(args: argparse.Namespace) -> None:
                 emit(event="commit_failed", error=repr(exc), code=getattr(exc.code, "name", None))
 
 
+LIBRDKAFKA_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
+"""librdkafka's assignors, under Kafka's names: it has no eager "sticky"."""
+
+
+def librdkafka_generation(consumer: Any) -> int:
+    """The generation librdkafka is in, from its consumer group metadata.
+
+    confluent-kafka hands the metadata out serialized (rd_kafka_consumer_group_metadata_write:
+    "CGMDv2:", the generation as a native int32, then the group and member ids); there is no
+    other accessor for the generation.
+    """
+    data: bytes = consumer.consumer_group_metadata()
+    magic = b"CGMDv2:"
+    if not data.startswith(magic):
+        raise RuntimeError(f"unknown consumer group metadata format: {data[:16]!r}")
+    (generation,) = struct.unpack_from("=i", data, len(magic))
+    return int(generation)
+
+
+def librdkafka_error(error: Any) -> dict[str, str]:
+    """A KafkaError as event fields: `code` is librdkafka's name for it (e.g. FENCED_INSTANCE_ID,
+    or _FATAL for its own)."""
+    return {"error": f"{error.name()}: {error.str()}", "code": error.name()}
+
+
+def run_confluent(args: argparse.Namespace) -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    if args.strategy not in LIBRDKAFKA_STRATEGIES:
+        emit(event="failed", error=f"librdkafka has no {args.strategy!r} assignor; it has "
+             f"{', '.join(LIBRDKAFKA_STRATEGIES)}")  # fmt: skip
+        sys.exit(2)
+    cooperative = args.strategy == "cooperative-sticky"
+    reported: set[str] = set()
+    pending_async: list[int] = []  # offsets of async commits not yet called back, in order
+
+    def report_once(event: str, error: Any) -> None:
+        # librdkafka repeats an error on every retry; one line per distinct error is enough.
+        fields = librdkafka_error(error)
+        if fields["error"] not in reported:
+            reported.add(fields["error"])
+            emit(event=event, **fields)
+
+    def report_commit(mode: str, offset: int | None, error: Any, partitions: Any) -> None:
+        failed = [tp.error for tp in partitions or [] if tp.error is not None]
+        if error is not None or failed:
+            emit(event="commit_failed", mode=mode, **librdkafka_error(error or failed[0]))
+        else:
+            emit(event="committed", mode=mode, offset=offset, partitions=tps(partitions or []))
+
+    def on_commit(error: Any, partitions: Any) -> None:
+        # Served from poll(), for asynchronous commits only (synchronous ones return).
+        offset = pending_async.pop(0) if pending_async else None
+        report_commit("async", offset, error, partitions)
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.client_id,
+        "partition.assignment.strategy": args.strategy,
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": args.heartbeat_interval_ms,
+        "max.poll.interval.ms": args.max_poll_interval_ms,
+        "topic.metadata.refresh.interval.ms": args.metadata_max_age_ms,
+        "enable.auto.commit": False,
+        "on_commit": on_commit,
+        "error_cb": lambda error: report_once("client_error", error),
+    }
+    if args.instance_id is not None:
+        config["group.instance.id"] = args.instance_id
+    consumer = Consumer(config)
+
+    # librdkafka calls the assign callback after every SyncGroup, also with nothing new (a
+    # cooperative generation that only took partitions away): one `assigned` per generation.
+    def on_assign(_: Any, partitions: Any) -> None:
+        if cooperative:
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
+        emit(
+            event="assigned",
+            generation=librdkafka_generation(consumer),
+            member_id=consumer.memberid(),
+            partitions=tps(consumer.assignment()),
+            added=tps(partitions),
+        )
+
+    def give_up(event: str, partitions: Any) -> None:
+        if cooperative:
+            consumer.incremental_unassign(partitions)
+        else:
+            consumer.unassign()
+        emit(event=event, partitions=tps(partitions))
+
+    consumer.subscribe(
+        args.topics.split(","),
+        on_assign=on_assign,
+        on_revoke=lambda _, partitions: give_up("revoked", partitions),
+        on_lost=lambda _, partitions: give_up("lost", partitions),
+    )
+    commands = stdin_commands()
+    signal.signal(signal.SIGTERM, lambda *_: commands.put("close"))
+    while True:
+        message = consumer.poll(0.1)  # serves the rebalance and commit callbacks
+        if message is not None and message.error() is not None:
+            report_once("poll_error", message.error())
+        try:
+            command = commands.get_nowait()
+        except queue.Empty:
+            continue
+        if command == "close":
+            consumer.close()  # LeaveGroup (a static member keeps its place, as Kafka's do)
+            emit(event="closed")
+            return
+        verb, _, number = command.partition(" ")
+        if verb not in ("commit", "commit-async"):
+            continue
+        mode, offset = ("async" if verb == "commit-async" else "sync"), int(number)
+        owned = consumer.assignment()
+        if not owned:  # nothing to commit, as the other clients report it
+            emit(event="committed", mode=mode, offset=offset, partitions=[])
+            continue
+        offsets = [TopicPartition(tp.topic, tp.partition, offset) for tp in owned]
+        if mode == "async":
+            pending_async.append(offset)
+            consumer.commit(offsets=offsets, asynchronous=True)
+            continue
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            report_commit(mode, offset, exc.args[0], None)
+        else:
+            report_commit(mode, offset, None, result)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--client", choices=["kafka-python", "aiokafka", "kgroups"], required=True)
+    parser.add_argument(
+        "--client", choices=["kafka-python", "aiokafka", "kgroups", "confluent"], required=True
+    )
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topics", required=True)
@@ -265,6 +408,8 @@ def main() -> None:
     emit(event="started", at=time.time())
     if args.client == "kafka-python":
         run_kafka_python(args)
+    elif args.client == "confluent":
+        run_confluent(args)
     elif args.client == "kgroups":
         # Why the member rejoined goes to stderr, which the harness shows on a failure.
         logging.basicConfig(

@@ -9,6 +9,7 @@ import io
 from kafka.protocol.admin import DescribeGroupsResponse
 
 from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.wire import encode
@@ -119,33 +120,71 @@ def test_other_resource_types_are_refused() -> None:
     assert response.results[0].error is E.invalid_request
 
 
-def test_topics_describe_with_kafkas_defaults_read_only_and_cannot_be_altered() -> None:
+def describe_topic(ctx: CoreContext, name: str, *keys: str) -> mk.DescribedResource:
+    resource = mk.DescribeConfigsResource(2, name, keys or None)
+    (described,) = ctx.reply(ctx.send(mk.DescribeConfigsRequest((resource,)), version=4)).results
+    return described
+
+
+def alter_topic(
+    ctx: CoreContext, name: str, *changes: mk.ConfigChange, validate_only: bool = False
+) -> mk.ResourceOutcome:
+    resource = mk.AlterConfigsResource(2, name, changes)
+    req = mk.AlterConfigsRequest((resource,), validate_only)
+    (outcome,) = ctx.reply(ctx.send(req, version=1)).results
+    return outcome
+
+
+def test_topic_configs_are_validated_kept_across_restarts_and_described_as_kafka_does() -> None:
     ctx = CoreContext()
-    ctx.create_topic("t", 3)
-    req = mk.DescribeConfigsRequest(
-        (
-            mk.DescribeConfigsResource(2, "t", None),
-            mk.DescribeConfigsResource(2, "t", ("retention.ms", "cleanup.policy", "nope")),
-            mk.DescribeConfigsResource(2, "missing", None),
-        )
+    compacted = mc.NewTopic("t", 3, configs=(("cleanup.policy", "compact"), ("retention.ms", "5")))
+    bad = mc.NewTopic("bad", 3, configs=(("retention.ms", "soon"),))
+    unknown = mc.NewTopic("unknown", 3, configs=(("no.such.config", "1"),))
+    created = ctx.reply(
+        ctx.send(mc.CreateTopicsRequest((compacted, bad, unknown), False), version=7)
     )
-    every, some, missing = ctx.reply(ctx.send(req, version=4)).results
-    assert every.error is E.none and len(every.entries) > 10
-    assert all(e.read_only and e.source == 5 for e in every.entries)  # DEFAULT_CONFIG
-    assert {e.name: e.value for e in some.entries} == {
-        "retention.ms": "604800000",
-        "cleanup.policy": "delete",
-    }
-    assert missing.error is E.unknown_topic_or_partition
+    assert [(t.name, t.error) for t in created.topics] == [
+        ("t", E.none), ("bad", E.invalid_config), ("unknown", E.invalid_config),
+    ]  # fmt: skip
+    assert "bad" not in ctx.core.topics and "unknown" not in ctx.core.topics
+    every = describe_topic(ctx, "t")
+    sources = {e.name: (e.value, e.source) for e in every.entries}
+    assert sources["cleanup.policy"] == ("compact", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert sources["retention.ms"] == ("5", 1)
+    assert sources["segment.ms"] == ("604800000", 5)  # DEFAULT_CONFIG: Kafka's default
+    assert describe_topic(ctx, "missing").error is E.unknown_topic_or_partition
     # The wire answer carries each entry's type (cleanup.policy is a LIST, 7).
-    wire = encode(32, 4, ctx.reply(ctx.send(req, version=4)))
-    types = {c.name: c.config_type for c in wire.results[1].configs}
-    assert types == {"retention.ms": 5, "cleanup.policy": 7}
-    alter = mk.AlterConfigsRequest(
-        (mk.AlterConfigsResource(2, "t", (mk.ConfigChange("retention.ms", 0, "1"),)),), False
+    req = mk.DescribeConfigsRequest(
+        (mk.DescribeConfigsResource(2, "t", ("retention.ms", "cleanup.policy")),)
     )
-    (refused,) = ctx.reply(ctx.send(alter, version=1)).results
-    assert refused.error is E.invalid_request and "no records" in (refused.error_message or "")
+    wire = encode(32, 4, ctx.reply(ctx.send(req, version=4)))
+    assert {c.name: c.config_type for c in wire.results[0].configs} == {
+        "retention.ms": 5, "cleanup.policy": 7,
+    }  # fmt: skip
+    # IncrementalAlterConfigs: all or nothing, validate_only changes nothing.
+    refused = alter_topic(ctx, "t", mk.ConfigChange("retention.ms", 0, "9"),
+                          mk.ConfigChange("min.insync.replicas", 0, "x"))  # fmt: skip
+    assert refused.error is E.invalid_config and "min.insync.replicas" in (
+        refused.error_message or ""
+    )
+    assert (
+        alter_topic(ctx, "t", mk.ConfigChange("retention.ms", 0, "9"), validate_only=True).error
+        is E.none
+    )
+    assert alter_topic(ctx, "t", mk.ConfigChange("cleanup.policy", 1, None)).error is E.none
+    assert alter_topic(ctx, "t", mk.ConfigChange("retention.ms", 2, "1")).error is E.invalid_config
+    assert alter_topic(ctx, "missing", mk.ConfigChange("retention.ms", 0, "1")).error is (
+        E.unknown_topic_or_partition
+    )
+    ctx.restart()
+    ctx.send(mc.CreatePartitionsRequest((("t", 5),), False), version=3)  # keeps its configs
+    ctx.restart()
+    described = {
+        e.name: (e.value, e.source)
+        for e in describe_topic(ctx, "t", "retention.ms", "cleanup.policy").entries
+    }
+    assert described == {"retention.ms": ("5", 1), "cleanup.policy": ("delete", 5)}
+    assert ctx.core.topics["t"].partitions == 5
 
 
 def test_describe_groups_v5_and_v6_carry_generation_and_leader_in_tagged_fields() -> None:

@@ -19,7 +19,7 @@ from kgroups.coordinator.core.records import (
     TopicValue,
 )
 from kgroups.coordinator.core.states import GroupState
-from kgroups.coordinator.store import Store, StoreError
+from kgroups.coordinator.store import DB_FILE, Store, StoreError
 
 MEMBER = MemberValue("m-1", "i-1", "client", "/10.0.0.1", 30_000, 10_000,
                      (Protocol("range", b"\x00\x01"), Protocol("sticky", b"")), b"\xff\x00")  # fmt: skip
@@ -34,13 +34,34 @@ def opened(path: Path) -> Store:
 
 def test_records_round_trip_with_tombstones(tmp_path: Path) -> None:
     store = opened(tmp_path)
-    topic = TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99))
+    topic = TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99, (("retention.ms", "5"),)))
     offset = OffsetRecord("g", "t", 2, OffsetValue(42, 1, "meta", 1000, None))
     store.append([topic, GroupRecord("g", GROUP), offset, GroupRecord("gone", GROUP)])
     store.append([GroupRecord("gone", None), OffsetRecord("g", "t", 9, None)])
     store.close()
     store = opened(tmp_path)
     assert list(store.load()) == [topic, GroupRecord("g", GROUP), offset]
+    store.close()
+
+
+def test_a_store_from_before_topic_configs_is_upgraded_in_place(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / DB_FILE)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '1');"
+        "CREATE TABLE topics (name TEXT PRIMARY KEY, topic_id TEXT NOT NULL,"
+        " partitions INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
+        f"INSERT INTO topics VALUES ('t', '{uuid.UUID(int=5)}', 3, 99);"
+    )
+    db.commit()
+    db.close()
+    store = opened(tmp_path)
+    assert list(store.load()) == [TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99))]
+    store.append([TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99, (("a", "b"),)))])
+    store.close()
+    store = opened(tmp_path)  # opened again: already upgraded
+    (topic,) = store.load()
+    assert isinstance(topic, TopicRecord) and topic.value and topic.value.configs == (("a", "b"),)
     store.close()
 
 

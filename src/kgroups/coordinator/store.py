@@ -39,7 +39,8 @@ from kgroups.coordinator.core.records import (
 )
 from kgroups.coordinator.core.states import GroupState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first; 2: topics.configs (topic config overrides, JSON [[name, value], ...])."""
 DB_FILE = "coordinator.db"
 LOCK_FILE = "coordinator.lock"
 
@@ -47,7 +48,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, topic_id TEXT NOT NULL, partitions INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL);
+    created_ms INTEGER NOT NULL, configs TEXT NOT NULL DEFAULT '[]');
 CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS group_configs (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS offsets (
@@ -159,6 +160,13 @@ class Store:
             db.execute(f"PRAGMA synchronous={self._synchronous}")
             db.executescript(_SCHEMA)
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if row is not None and int(row[0]) == 1:
+                # A store from before topic configs: its topics have none.
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ALTER TABLE topics ADD COLUMN configs TEXT NOT NULL DEFAULT '[]'")
+                db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+                db.execute("COMMIT")
+                row = (str(SCHEMA_VERSION),)
             if row is None:
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
@@ -192,10 +200,11 @@ class Store:
 
     def load(self) -> Iterator[Record]:
         db = self.db
-        for name, topic_id, partitions, created in db.execute(
-            "SELECT name, topic_id, partitions, created_ms FROM topics ORDER BY name"
+        for name, topic_id, partitions, created, configs in db.execute(
+            "SELECT name, topic_id, partitions, created_ms, configs FROM topics ORDER BY name"
         ):
-            yield TopicRecord(name, TopicValue(uuid.UUID(topic_id), partitions, created))
+            overrides = tuple((k, str(v)) for k, v in json.loads(configs))
+            yield TopicRecord(name, TopicValue(uuid.UUID(topic_id), partitions, created, overrides))
         for group_id, value in db.execute(
             "SELECT group_id, value FROM group_configs ORDER BY group_id"
         ):
@@ -269,6 +278,12 @@ class Store:
         else:
             v2 = record.value
             db.execute(
-                "INSERT OR REPLACE INTO topics VALUES (?,?,?,?)",
-                (record.name, str(v2.topic_id), v2.partitions, v2.created_ms),
+                "INSERT OR REPLACE INTO topics VALUES (?,?,?,?,?)",
+                (
+                    record.name,
+                    str(v2.topic_id),
+                    v2.partitions,
+                    v2.created_ms,
+                    json.dumps([list(kv) for kv in v2.configs]),
+                ),
             )

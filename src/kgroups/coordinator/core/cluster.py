@@ -41,9 +41,12 @@ from kgroups.coordinator.core.msg_cluster import (
     TopicOutcome,
     TopicRef,
 )
+from kgroups.coordinator.core.msg_configs import ConfigRejected
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.offsets import NULL_TOPIC_ID, delete_topic_offsets
-from kgroups.coordinator.core.records import TopicRecord, TopicValue
+from kgroups.coordinator.core.records import TopicRecord
+from kgroups.coordinator.core.topic_configs import validate_configs
+from kgroups.coordinator.core.topics import put_topic
 from kgroups.protocol.errors import ErrorCode
 
 MAX_TOPIC_NAME = 249
@@ -82,15 +85,11 @@ def _collides(core: Core, name: str) -> str | None:
     return None
 
 
-def _put_topic(core: Core, name: str, info: TopicInfo) -> None:
-    core.topics[name] = info
-    core.topic_names_by_id[info.topic_id] = name
-    core.out.persist(TopicRecord(name, TopicValue(info.topic_id, info.partitions, info.created_ms)))
-
-
-def create_topic(core: Core, name: str, partitions: int) -> TopicInfo:
-    info = TopicInfo(name, core.new_topic_id(), partitions, core.now_ms)
-    _put_topic(core, name, info)
+def create_topic(
+    core: Core, name: str, partitions: int, configs: dict[str, str] | None = None
+) -> TopicInfo:
+    info = TopicInfo(name, core.new_topic_id(), partitions, core.now_ms, dict(configs or {}))
+    put_topic(core, name, info)
     return info
 
 
@@ -155,9 +154,13 @@ def _create_one(core: Core, t: NewTopic, *, validate_only: bool) -> CreatedTopic
                 ErrorCode.invalid_replication_factor,
                 f"Replication factor: {t.replication_factor} larger than available brokers: 1.",
             )
+    try:
+        configs = validate_configs(t.configs)
+    except ConfigRejected as exc:
+        return fail(ErrorCode.invalid_config, str(exc))
     if validate_only:
         return CreatedTopic(t.name, num_partitions=partitions, replication_factor=1)
-    info = create_topic(core, t.name, partitions)
+    info = create_topic(core, t.name, partitions, configs)
     return CreatedTopic(
         t.name, topic_id=info.topic_id, num_partitions=partitions, replication_factor=1
     )
@@ -192,8 +195,8 @@ def handle_create_partitions(core: Core, ctx: RequestContext, req: CreatePartiti
             results.append(TopicOutcome(name, ErrorCode.invalid_partitions, message))
         else:
             if not req.validate_only:
-                grown = TopicInfo(name, info.topic_id, count, info.created_ms)
-                _put_topic(core, name, grown)
+                grown = TopicInfo(name, info.topic_id, count, info.created_ms, info.configs)
+                put_topic(core, name, grown)
             results.append(TopicOutcome(name))
     core.out.reply(ctx.ref, CreatePartitionsResponse(tuple(results)))
 

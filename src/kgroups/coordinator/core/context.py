@@ -30,6 +30,8 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     created_ms: int
+    configs: dict[str, str] = field(default_factory=dict)
+    """Overrides of Kafka's topic defaults (kept and described; they change nothing)."""
 
 
 @dataclass(slots=True)

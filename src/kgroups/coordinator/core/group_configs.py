@@ -1,4 +1,6 @@
-"""Per-group overrides of the coordinator's group settings (what a ConsumerGroup's
+"""IncrementalAlterConfigs and DescribeConfigs (TOPIC resources go to `topic_configs.py`).
+
+Per-group overrides of the coordinator's group settings (what a ConsumerGroup's
 `spec.settings` becomes), set and read through the standard admin APIs.
 
 Kafka 4 configures groups as a ConfigResource of type GROUP (KIP-848) through
@@ -22,6 +24,7 @@ from kgroups.coordinator.core.msg_configs import (
     AlterConfigsResource,
     AlterConfigsResponse,
     ConfigEntry,
+    ConfigRejected,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribedResource,
@@ -29,7 +32,7 @@ from kgroups.coordinator.core.msg_configs import (
 )
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.records import GroupConfigRecord
-from kgroups.coordinator.core.topic_configs import TOPIC, describe_topic
+from kgroups.coordinator.core.topic_configs import TOPIC, alter_topic, describe_topic
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupConfig
 
@@ -45,10 +48,6 @@ SETTINGS: dict[str, str] = {
     GroupConfig.OFFSETS_RETENTION_MINUTES: "offsets_retention_minutes",
 }
 """Kafka config name -> CoordinatorConfig field, for every setting a group may override."""
-
-
-class ConfigRejected(ValueError):
-    pass
 
 
 def group_config(core: Core, group_id: str) -> CoordinatorConfig:
@@ -100,14 +99,13 @@ def handle_alter(core: Core, ctx: RequestContext, req: AlterConfigsRequest) -> N
     results: list[ResourceOutcome] = []
     for resource in req.resources:
         outcome = ResourceOutcome(resource.resource_type, resource.name)
-        if resource.resource_type != GROUP:
-            why = (
-                "a kgroups topic stores no records: its configs are Kafka's defaults, fixed"
-                if resource.resource_type == TOPIC
-                else "a kgroups coordinator configures GROUP resources only"
-            )
+        if resource.resource_type == TOPIC:
+            outcome = alter_topic(core, resource, req.validate_only)
+        elif resource.resource_type != GROUP:
             outcome = dataclasses.replace(
-                outcome, error=ErrorCode.invalid_request, error_message=why
+                outcome,
+                error=ErrorCode.invalid_request,
+                error_message="a kgroups coordinator configures GROUP and TOPIC resources only",
             )
         elif not resource.name:
             outcome = dataclasses.replace(outcome, error=ErrorCode.invalid_group_id)

@@ -95,6 +95,7 @@ class NewTopic:
     num_partitions: int
     replication_factor: int = -1
     assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    configs: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

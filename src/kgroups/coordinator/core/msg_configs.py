@@ -10,6 +10,10 @@ from kgroups.protocol.errors import ErrorCode
 NONE = ErrorCode.none
 
 
+class ConfigRejected(ValueError):
+    """A config change that cannot apply; the message says why (INVALID_CONFIG)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigChange:
     name: str

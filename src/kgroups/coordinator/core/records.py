@@ -73,6 +73,8 @@ class TopicValue:
     topic_id: uuid.UUID
     partitions: int
     created_ms: int
+    configs: tuple[tuple[str, str], ...] = ()
+    """Topic configs set at creation or altered since (`topic_configs.py`), sorted."""
 
 
 @dataclass(frozen=True, slots=True)

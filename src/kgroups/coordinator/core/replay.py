@@ -44,7 +44,9 @@ def _replay_topic(core: Core, record: TopicRecord) -> None:
         core.topic_names_by_id.pop(old.topic_id, None)
     if record.value is not None:
         v = record.value
-        core.topics[record.name] = TopicInfo(record.name, v.topic_id, v.partitions, v.created_ms)
+        core.topics[record.name] = TopicInfo(
+            record.name, v.topic_id, v.partitions, v.created_ms, dict(v.configs)
+        )
         core.topic_names_by_id[v.topic_id] = record.name
 
 

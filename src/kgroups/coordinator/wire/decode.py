@@ -163,6 +163,7 @@ def _create_topics(body: Any, version: int) -> mc.CreateTopicsRequest:
             t.num_partitions,
             t.replication_factor,
             tuple((a.partition_index, tuple(a.broker_ids)) for a in t.assignments),
+            tuple((c.name, c.value) for c in t.configs),
         )
         for t in body.topics
     )
