@@ -23,9 +23,6 @@ class TopicPartition(NamedTuple):
 class OffsetAndMetadata(NamedTuple):
     offset: int
     metadata: str = ""
-    log_end: int | None = None
-    """Where the partition's log ends, when the committer reads it: sent with the commit
-    so the coordinator (and Kafka's tools through it) know the true end and lag."""
 
 
 class MemberError(RuntimeError):

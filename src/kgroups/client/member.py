@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from kgroups.client import assignors as registry
@@ -297,8 +297,18 @@ class GroupMember:
             self.topics = new
             self.request_rejoin("subscription changed")
 
-    async def commit(self, offsets: Offsets, *, generation: int | None = None) -> None:
+    async def commit(
+        self,
+        offsets: Offsets,
+        *,
+        generation: int | None = None,
+        log_ends: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """Commit offsets in this member's generation, or in `generation` if given.
+
+        `log_ends` says where the partitions' source logs end, for a member that reads
+        them: the coordinator then answers ListOffsets with the true end, and Kafka's
+        tools show the group's true lag (a Kafka broker ignores it).
 
         Pin a batch's commit to the generation the batch was planned in: if the member
         has moved to another generation since, the commit is refused with
@@ -328,7 +338,9 @@ class GroupMember:
             )
         if state not in (S.STABLE, S.PREPARING) or current < 0:
             raise CommitFailedError(f"cannot commit: the member is {state} and holds no generation")
-        body = commit_request(self.group_id, current, member_id, self.instance_id, offsets)
+        body = commit_request(
+            self.group_id, current, member_id, self.instance_id, offsets, log_ends
+        )
         failed = commit_errors(await self._link.request(body, OffsetCommitResponse))
         if failed:
             self._commit_failed(failed, current, member_id)

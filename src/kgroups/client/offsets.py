@@ -27,7 +27,12 @@ Offsets = (
 
 
 def commit_request(
-    group_id: str, generation: int, member_id: str, instance_id: str | None, offsets: Offsets
+    group_id: str,
+    generation: int,
+    member_id: str,
+    instance_id: str | None,
+    offsets: Offsets,
+    log_ends: Mapping[TopicPartition, int] | None = None,
 ) -> Any:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, value in offsets.items():
@@ -37,7 +42,7 @@ def commit_request(
                 "partition_index": tp[1],
                 "committed_offset": om.offset,
                 "committed_metadata": om.metadata,
-                "log_end_offset": -1 if om.log_end is None else om.log_end,
+                "log_end_offset": (log_ends or {}).get(TopicPartition(tp[0], tp[1]), -1),
             }
         )
     return build(

@@ -54,7 +54,6 @@ from kgroups.client.errors import (
     CommitError,
     CommitFailedError,
     MemberError,
-    OffsetAndMetadata,
     RebalanceInProgressError,
     TopicPartition,
 )
@@ -251,8 +250,7 @@ class Sidecar:
         if foreign:
             return 409, {"error": "not assigned to this member", "partitions": foreign}
         try:
-            with_ends = {tp: OffsetAndMetadata(o, "", ends.get(tp)) for tp, o in offsets.items()}
-            await self.member.commit(with_ends, generation=generation)
+            await self.member.commit(offsets, generation=generation, log_ends=ends)
         except CommitFailedError as exc:
             return 409, {"error": str(exc), "code": getattr(exc.code, "name", None)}
         except (RebalanceInProgressError, CoordinatorUnavailable) as exc:

@@ -122,9 +122,11 @@ class SyncGroupMember:
         offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
         *,
         generation: int | None = None,
+        log_ends: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """`GroupMember.commit`: pin `generation` to the generation the work was planned in."""
-        self._call(self._member.commit(offsets, generation=generation))
+        """`GroupMember.commit`: pin `generation` to the generation the work was planned in;
+        `log_ends`, where the source logs end."""
+        self._call(self._member.commit(offsets, generation=generation, log_ends=log_ends))
 
     def committed(
         self, partitions: Iterable[TopicPartition]

@@ -234,15 +234,14 @@ class BatchLoop:
         staged = await self.blocking(
             lambda: {b: self.outbox.stage(b, outputs.get(b.partition, {})) for b in batches}
         )
-        # The source's end goes with the commit: Kafka's tools then show the true lag.
         offsets = {
-            TopicPartition(self.topic, b.partition): OffsetAndMetadata(
-                b.end, metadata, ends.get(b.partition)
-            )
+            TopicPartition(self.topic, b.partition): OffsetAndMetadata(b.end, metadata)
             for b, metadata in staged.items()
         }
+        # The source's end goes with the commit: Kafka's tools then show the true lag.
+        log_ends = {TopicPartition(self.topic, p): end for p, end in ends.items()}
         try:
-            await self.member.commit(offsets, generation=generation)
+            await self.member.commit(offsets, generation=generation, log_ends=log_ends)
         except (CommitFailedError, RebalanceInProgressError) as exc:
 
             def discard() -> None:
