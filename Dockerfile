@@ -1,17 +1,19 @@
 # One image for both the coordinator (`kgroups coordinator`) and the operator
 # (`kgroups operator`); the chart picks the command. Runs as a non-root user with a
 # read-only root filesystem (the coordinator writes only to its /data volume).
-#   docker build -t ghcr.io/kgroups/kgroups:0.1.0 .
-FROM python:3.11-slim AS build
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY src ./src
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
-
-FROM python:3.11-slim
+#
+# The build installs wheels from the context's wheels/ directory and reaches no package
+# index: e2e/cluster/images.sh builds them on the host (the project and its runtime
+# dependencies) and the image on a Python base it also builds locally:
+#   bash e2e/cluster/images.sh kgroups       # -> kgroups:dev
+# By hand, anywhere with a registry:
+#   pip wheel --wheel-dir wheels . && docker build -t kgroups:dev .
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE}
 RUN useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin kgroups
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+COPY wheels /wheels
+RUN python3 -m pip install --no-cache-dir --no-index --find-links /wheels kgroups \
+    && rm -rf /wheels
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 65532:65532
 EXPOSE 9092 9404 8080

@@ -15,7 +15,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install lint test test-unit test-sim test-integration test-e2e test-matrix peers e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster peers e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ test-integration: install kafka spark-kafka
 
 test-e2e: install controlplane
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+# Containers on a real runtime (issue 13): e2e/cluster/runtime.sh installs Debian's
+# docker.io and starts it without systemd, e2e/cluster/images.sh builds every image here.
+test-cluster: install
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/cluster
 
 # The client matrix (issue 12): every Kafka client and tool against the coordinator.
 test-matrix: install kafka peers
