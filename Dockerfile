@@ -5,7 +5,7 @@
 # The build installs wheels from the context's wheels/ directory and reaches no package
 # index: e2e/cluster/images.sh builds them on the host (the project and its runtime
 # dependencies) and the image on a Python base it also builds locally:
-#   bash e2e/cluster/images.sh kgroups       # -> kgroups:dev
+#   bash e2e/cluster/images.sh kgroups       # -> kgroups:dev, ghcr.io/kgroups/kgroups:0.1.0
 # By hand, anywhere with a registry:
 #   pip wheel --wheel-dir wheels . && docker build -t kgroups:dev .
 ARG PYTHON_IMAGE=python:3.11-slim

@@ -7,7 +7,7 @@
 # Prints one `name=path` line per binary on stdout, progress on stderr.
 #
 # Caches outside the repository, keyed by version, under ${KGROUPS_CACHE:-~/.cache/kgroups}:
-#   kind-v<KIND>/bin/kind                         (the directory e2e/kind/run.sh uses)
+#   kind-v<KIND>/bin/kind
 #   k8s-v<K8S>/bin/{kube-apiserver,kube-controller-manager,kubectl}
 #   etcd-v<ETCD>/bin/etcd                         (these two from e2e/controlplane/build.sh)
 #   k8s-node-v<K8S>/bin/{kubelet,kubeadm,kube-proxy,kube-scheduler}
@@ -156,10 +156,6 @@ for c in "${wanted[@]}"; do
   case "$c" in
     kind)
       d="$root/kind-v$KIND/bin"
-      # e2e/kind/run.sh installs into the same directory without a stamp: adopt its binary.
-      if [ ! -f "$d/.complete" ] && [ -x "$d/kind" ] && "$d/kind" version 2>/dev/null | grep -q "v$KIND "; then
-        echo "adopted $(date -u +%FT%TZ)" >"$d/.complete"
-      fi
       ensure kind "$d" build_kind
       out+=("kind=$d/kind") ;;
     kubernetes)

@@ -20,6 +20,8 @@ import typer
 
 from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
+from kgroups.coordinator.store import StoreError
+from kgroups.files import say_why_stopped
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
 
@@ -113,9 +115,18 @@ def coordinator(
     sys.exit(asyncio.run(_serve(settings, port_file)))
 
 
+def _stopped_because(reason: str) -> None:
+    logging.getLogger("kgroups").critical("coordinator stopped: %s", reason)
+    say_why_stopped(f"coordinator stopped: {reason}")
+
+
 async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
     server = CoordinatorServer(settings)
-    await server.start()
+    try:
+        await server.start()
+    except StoreError as exc:
+        _stopped_because(str(exc))
+        return 1
     if port_file is not None:
         tmp = port_file.with_suffix(".tmp")
         tmp.write_text(f"{server.port}\n")
@@ -129,7 +140,7 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
     await asyncio.wait({serve, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
     stop_wait.cancel()
     if server.failure is not None:
-        logging.getLogger("kgroups").critical("coordinator stopped: %s", server.failure)
+        _stopped_because(str(server.failure))
         return 1
     await server.stop()
     with contextlib.suppress(asyncio.CancelledError):

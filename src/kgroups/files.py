@@ -32,3 +32,15 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+TERMINATION_LOG = Path(os.environ.get("KGROUPS_TERMINATION_LOG", "/dev/termination-log"))
+"""Where Kubernetes looks for why a container stopped (a container's default
+terminationMessagePath): the pod's lastState and `kubectl describe pod` show it."""
+
+
+def say_why_stopped(message: str) -> None:
+    """Leave `message` where a kubelet reads it, if one made the file (in a pod)."""
+    if TERMINATION_LOG.exists():
+        with contextlib.suppress(OSError):
+            TERMINATION_LOG.write_text(message + "\n")

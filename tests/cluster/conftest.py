@@ -14,17 +14,31 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster.hoststate import host
+from tests.cluster.kind import IMAGES, KindCluster, script
 from tests.integration.conftest import members
 from tests.integration.harness import ROOT
 
 __all__ = ["members"]
 
 RUNTIME = ROOT / "e2e" / "cluster" / "runtime.sh"
-IMAGES = ROOT / "e2e" / "cluster" / "images.sh"
+CLUSTER_NAME = "kgroups-e2e"
+LOGS = ROOT / ".kgroups" / "cluster-logs"
+KEEP = bool(os.environ.get("KGROUPS_KEEP_CLUSTER"))
+"""For whoever works on these tests: keep the runtime and the cluster after the run to look
+at (`kind.sh down kgroups-e2e` before the next run)."""
 
 
 @pytest.fixture(scope="package")
-def docker_host() -> Iterator[str]:
+def host_before() -> dict[str, object]:
+    """The host before this package's runtime touched it (a runtime left running by
+    someone is stopped first, which also restores what it changed)."""
+    subprocess.run(["bash", str(RUNTIME), "down"], capture_output=True, timeout=300, check=False)
+    return host()
+
+
+@pytest.fixture(scope="package")
+def docker_host(host_before: dict[str, object]) -> Iterator[str]:
     started = subprocess.run(
         ["bash", str(RUNTIME), "up"], capture_output=True, text=True, timeout=900, check=False
     )
@@ -34,7 +48,8 @@ def docker_host() -> Iterator[str]:
     try:
         yield host
     finally:
-        subprocess.run(["bash", str(RUNTIME), "down"], timeout=300, check=False)
+        if not KEEP:
+            subprocess.run(["bash", str(RUNTIME), "down"], timeout=300, check=False)
 
 
 @pytest.fixture(scope="package")
@@ -47,6 +62,36 @@ def kgroups_image(docker_host: str) -> str:
     if built.returncode != 0:
         pytest.fail(f"the kgroups image did not build:\n{built.stderr[-3000:]}")
     return "kgroups:dev"
+
+
+@pytest.fixture(scope="package")
+def cluster(docker_host: str) -> Iterator[KindCluster]:
+    """A fresh kind cluster with every image the chart and the examples name loaded."""
+    script(docker_host, str(IMAGES), "all", timeout=3600)
+    images = script(docker_host, str(IMAGES), "names", timeout=60).split()
+    kind = KindCluster(CLUSTER_NAME, docker_host)
+    if not KEEP:
+        kind.down()  # a cluster left by an interrupted run
+    try:
+        kind.up()
+        kind.load(images)
+        yield kind
+    finally:
+        if not KEEP:
+            kind.down()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """On a failure with a cluster, its events, pod logs and node journals, kept on disk
+    and the events in the report."""
+    report = yield
+    kind = getattr(item, "funcargs", {}).get("cluster")
+    if isinstance(kind, KindCluster) and report.failed and call.when != "teardown":
+        where = kind.logs(LOGS / item.name)
+        events = (where / "events.txt").read_text(errors="replace")[-6000:]
+        report.sections.append(("cluster", f"logs in {where}\n{events}"))
+    return report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -9,46 +9,17 @@ sysctls it records, and every link that did not exist before.
 from __future__ import annotations
 
 import os
-import subprocess
 
 from tests.cluster.conftest import RUNTIME
-
-SYSCTLS = ("net.ipv4.ip_forward", "kernel.panic", "vm.overcommit_memory")
-
-
-def run(*cmd: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, env=env)
-    return done.stdout
+from tests.cluster.hoststate import host, run
 
 
-def rules(tool: str) -> set[str]:
-    """Every rule and user chain (an empty table of ACCEPT built-in chains is no rule)."""
-    out = run(f"{tool}-save")
-    kept = set()
-    table = ""
-    for line in out.splitlines():
-        if line.startswith("*"):
-            table = line
-        elif line.startswith("-A") or (line.startswith(":") and line.split()[1] == "-"):
-            kept.add(f"{table} {line}")
-        elif line.startswith(":") and line.split()[1] != "ACCEPT":
-            kept.add(f"{table} {line.split()[0]} policy {line.split()[1]}")
-    return kept
-
-
-def host() -> dict[str, object]:
-    links = {line.split(": ")[1].split("@")[0] for line in run("ip", "-o", "link").splitlines()}
-    return {
-        "iptables": rules("iptables"),
-        "ip6tables": rules("ip6tables"),
-        "sysctl": {k: run("sysctl", "-n", k).strip() for k in SYSCTLS},
-        "links": links,
-    }
-
-
-def test_down_restores_rules_sysctls_and_links_after_a_container_ran(kgroups_image: str) -> None:
+def test_down_restores_rules_sysctls_and_links_after_a_container_ran(
+    kgroups_image: str, host_before: dict[str, object]
+) -> None:
     run("bash", str(RUNTIME), "down")
     before = host()
+    assert before == host_before
     try:
         socket = run("bash", str(RUNTIME), "up").strip().splitlines()[-1]
         env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}

@@ -19,35 +19,19 @@ from tests.integration.harness import PYTHON, ROOT
 CONTROLPLANE = ROOT / "e2e" / "controlplane"
 
 
-class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager in `dir`, admin kubeconfig."""
+def tools() -> tuple[Path, Path]:
+    """(the directory with kubectl, helm): built by e2e/controlplane/build.sh, cached."""
+    out = subprocess.run(
+        ["bash", str(CONTROLPLANE / "build.sh")], check=True, capture_output=True, text=True
+    ).stdout.split()
+    return Path(out[0]), Path(out[2]) / "helm"
 
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        self.kubeconfig = directory / "kubeconfig"
-        self.bin = Path(self._tools()[0])
-        self.helm = Path(self._tools()[2]) / "helm"
 
-    @staticmethod
-    def _tools() -> list[str]:
-        out = subprocess.run(
-            ["bash", str(CONTROLPLANE / "build.sh")], check=True, capture_output=True, text=True
-        )
-        return out.stdout.split()
+class Kubectl:
+    """kubectl as users run it, against one cluster's admin kubeconfig."""
 
-    def up(self) -> None:
-        subprocess.run(
-            ["bash", str(CONTROLPLANE / "up.sh"), str(self.dir)], check=True, capture_output=True
-        )
-
-    def down(self) -> None:
-        subprocess.run(["bash", str(CONTROLPLANE / "down.sh"), str(self.dir)], check=False)
-
-    def user(self, name: str, group: str | None = None) -> Path:
-        args = ["bash", str(CONTROLPLANE / "user.sh"), str(self.dir), name]
-        out = subprocess.run([*args, *([group] if group else [])], check=True,
-                             capture_output=True, text=True)  # fmt: skip
-        return Path(out.stdout.strip())
+    bin: Path
+    kubeconfig: Path
 
     def kubectl(
         self,
@@ -75,6 +59,29 @@ class ControlPlane:
 
     def exists(self, kind: str, name: str, namespace: str = "default") -> bool:
         return self.kubectl("get", kind, name, "-n", namespace, check=False).returncode == 0
+
+
+class ControlPlane(Kubectl):
+    """etcd + kube-apiserver + kube-controller-manager in `dir`, admin kubeconfig."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.kubeconfig = directory / "kubeconfig"
+        self.bin, self.helm = tools()
+
+    def up(self) -> None:
+        subprocess.run(
+            ["bash", str(CONTROLPLANE / "up.sh"), str(self.dir)], check=True, capture_output=True
+        )
+
+    def down(self) -> None:
+        subprocess.run(["bash", str(CONTROLPLANE / "down.sh"), str(self.dir)], check=False)
+
+    def user(self, name: str, group: str | None = None) -> Path:
+        args = ["bash", str(CONTROLPLANE / "user.sh"), str(self.dir), name]
+        out = subprocess.run([*args, *([group] if group else [])], check=True,
+                             capture_output=True, text=True)  # fmt: skip
+        return Path(out.stdout.strip())
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.integration.harness import ROOT, Coordinator
 
@@ -43,3 +45,25 @@ def test_clear_errors_for_bad_arguments_and_unreachable_coordinators() -> None:
     assert bad.returncode != 0
     assert "group_min_session_timeout_ms exceeds" in bad.stderr
     assert kgroups("topic", "list", "--bootstrap", "nonsense:port").returncode != 0
+
+
+def test_a_data_dir_it_cannot_use_stops_it_with_the_reason_for_kubernetes(tmp_path: Path) -> None:
+    """A volume that is not a usable directory (read-only, full, a file): the coordinator
+    exits 1 at once with one line naming the path and the error, and writes the same line
+    where a kubelet reads why a container stopped (its termination log)."""
+    data = tmp_path / "data"
+    data.write_text("not a directory")
+    termination = tmp_path / "termination-log"
+    termination.touch()  # a kubelet creates it; the coordinator only writes where it exists
+    done = subprocess.run(
+        [sys.executable, "-m", "kgroups", "coordinator", "--listen", "127.0.0.1:0",
+         "--data-dir", str(data)],
+        check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "KGROUPS_TERMINATION_LOG": str(termination)},
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    message = termination.read_text()
+    assert message.startswith(f"coordinator stopped: cannot open {data}: ")
+    assert message.strip() in done.stderr
+    assert data.read_text() == "not a directory"  # nothing of it touched

@@ -6,11 +6,13 @@ import json
 from typing import Any
 
 from kgroups.admin import GroupView, MemberView
+from kgroups.operator.access import NEEDED, AccessWatch, allowed, review
 from kgroups.operator.handlers import _status_patch, backoff
 from kgroups.operator.status import (
     MAX_MEMBERS,
     MAX_OFFSETS,
     GroupObservation,
+    RebalanceStorm,
     group_status,
     set_condition,
 )
@@ -107,3 +109,43 @@ def test_a_huge_group_is_summarised_not_written_whole() -> None:
     assert len(json.dumps(status)) < 500_000
     small, _ = _status({}, _group())
     assert "membersTruncated" not in small and "offsetsTruncated" not in small
+
+
+def test_frequent_rebalances_warn_then_again_as_the_storm_goes_on() -> None:
+    """A crash-looping member rebalances its group every time it dies and comes back: the
+    fifth rebalance within the window warns; while the storm goes on, every fifth one
+    after warns again (at most once a minute); a group rebalancing four times per window
+    never warns."""
+    storm = RebalanceStorm()
+    warned = [t for t in range(0, 400, 10) if storm.seen(float(t)) is not None]
+    assert warned == [40, 100, 160, 220, 280, 340]  # 5 apart, >= 60 s apart
+    burst = RebalanceStorm()
+    assert [t for t in range(10) if burst.seen(float(t)) is not None] == [4]  # not at 9: < 60 s
+    message = burst.seen(64.0)
+    assert message is not None and "11 rebalances in the last 300 s" in message
+    quiet = RebalanceStorm()
+    assert [quiet.seen(float(t)) for t in range(0, 1000, 76)] == [None] * 14  # 4 per window
+
+
+def test_access_changes_are_said_once_each() -> None:
+    """What the operator may not do is said when it changes: a Forbidden Warning naming
+    every missing permission, nothing while it stays so, PermissionsRestored once back."""
+    watch = AccessWatch()
+    assert watch.seen([]) is None  # everything allowed from the start: nothing to say
+    missing = [p.describe("team-a") for p in NEEDED if p.subresource == "status"]
+    type_, reason, message = watch.seen(missing) or ("", "", "")
+    assert (type_, reason) == ("Warning", "Forbidden")
+    assert "patch consumergroups/status.kgroups.io in namespace team-a" in message
+    assert "patch topics/status.kgroups.io in namespace team-a" in message
+    assert watch.seen(list(reversed(missing))) is None
+    assert watch.seen([]) == (
+        "Normal",
+        "PermissionsRestored",
+        "the operator has every permission it needs again",
+    )
+    assert review(NEEDED[0], "")["spec"]["resourceAttributes"] == {
+        "group": "kgroups.io",
+        "resource": "consumergroups",
+        "verb": "get",
+    }  # no namespace: asked cluster-wide
+    assert allowed({"status": {"allowed": True}}) and not allowed({"status": {}})

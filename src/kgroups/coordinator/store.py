@@ -144,8 +144,11 @@ class Store:
         self._lock_fd: int | None = None
 
     def open(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError as exc:  # read-only, full, not a directory, not ours
+            raise StoreError(f"cannot open {self.data_dir}: {exc}") from exc
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

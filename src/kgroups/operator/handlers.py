@@ -16,12 +16,17 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import kopf
+from kopf._cogs.clients import api as kopf_api  # kopf==1.45.2 pinned: its authenticated client
+from kopf._cogs.clients import errors as kopf_errors
 
 from kgroups.admin import Admin, AdminError
+from kgroups.operator import access
 from kgroups.operator import status as st
 from kgroups.operator.models import API_GROUP, API_VERSION, ConsumerGroupSpec, TopicSpec
 from kgroups.protocol.client import CoordinatorUnavailable
@@ -43,6 +48,7 @@ POLL_INTERVAL_S = 1.0
 TOPIC_CHECK_S = 5.0
 """How often each Topic is checked against the coordinator (one Metadata request)."""
 MIRROR_ID = "group-status"
+SSAR_URL = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 def backoff(failures: int) -> float:
@@ -66,6 +72,7 @@ class GroupMemo:
     rejected: tuple[dict[str, int | None], str] | None = None
     failures: int = 0
     next_try: float = 0.0
+    storm: st.RebalanceStorm = field(default_factory=st.RebalanceStorm)
 
 
 def _status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -100,15 +107,125 @@ def _not_ready(
     _apply_status(patch, old, new)
 
 
-def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
-    """Attach every handler to `registry`, all talking to the coordinator through `admin`."""
+def _own_pod() -> dict[str, Any] | None:
+    """The operator's own Pod, to post Events about itself on (the chart passes its name,
+    namespace and uid through the downward API); None outside a pod."""
+    name, namespace, uid = (os.environ.get(k) for k in ("POD_NAME", "POD_NAMESPACE", "POD_UID"))
+    if not (name and namespace and uid):
+        return None
+    return {"metadata": {"name": name, "namespace": namespace, "uid": uid}}
+
+
+async def _missing_access(
+    settings: kopf.OperatorSettings, namespaces: list[str], logger: kopf.Logger
+) -> list[str]:
+    """Every permission in access.NEEDED the API server says this identity lacks."""
+    asked = [(p, ns) for ns in namespaces or [""] for p in access.NEEDED]
+    answers = await asyncio.gather(
+        *(
+            kopf_api.post(SSAR_URL, payload=access.review(p, ns), settings=settings, logger=logger)
+            for p, ns in asked
+        )
+    )
+    return [p.describe(ns) for (p, ns), answer in zip(asked, answers, strict=True)
+            if not access.allowed(answer)]  # fmt: skip
+
+
+async def _post_event(
+    settings: kopf.OperatorSettings,
+    logger: kopf.Logger,
+    own: dict[str, Any],
+    said: tuple[str, str, str],
+) -> None:
+    """Post an Event on the operator's own Pod now (not through kopf's queue, which a
+    refused watch may stop the operator before it flushes)."""
+    type_, reason, message = said
+    meta = own["metadata"]
+    now = _now()
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", **meta},
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": "kgroups-operator"},
+        "reportingComponent": "kgroups.io/operator",
+        "reportingInstance": meta["name"],
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        await kopf_api.post(
+            f"/api/v1/namespaces/{meta['namespace']}/events",
+            payload=event, settings=settings, logger=logger,
+        )  # fmt: skip
+    except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        logger.warning("cannot post the %s event on the operator's pod: %s", reason, exc)
+
+
+async def _check_access(
+    settings: kopf.OperatorSettings,
+    namespaces: list[str],
+    watch: access.AccessWatch,
+    logger: kopf.Logger,
+) -> None:
+    """Ask once what the operator may do; say a change in its log and on its own Pod."""
+    try:
+        said = watch.seen(await _missing_access(settings, namespaces, logger))
+    except (kopf_errors.APIError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        # The API server away, or refusing even this: kopf's own watches say so too.
+        logger.warning("cannot ask the API server what the operator may do: %s", exc)
+        return
+    if said is None:
+        return
+    type_, reason, message = said
+    logger.log(logging.ERROR if type_ == "Warning" else logging.INFO, "%s: %s", reason, message)
+    own = _own_pod()
+    if own is not None:
+        await _post_event(settings, logger, own, said)
+
+
+async def _watch_access(
+    settings: kopf.OperatorSettings,
+    namespaces: list[str],
+    watch: access.AccessWatch,
+    logger: kopf.Logger,
+) -> None:
+    while True:
+        await asyncio.sleep(access.CHECK_INTERVAL_S)
+        await _check_access(settings, namespaces, watch, logger)
+
+
+def register(
+    registry: kopf.OperatorRegistry, admin: Admin, namespaces: list[str] | None = None
+) -> None:
+    """Attach every handler to `registry`, all talking to the coordinator through `admin`.
+    `namespaces` are the ones watched (none: every namespace), whose access is checked."""
+    watch = access.AccessWatch()
+    tasks: list[asyncio.Task[None]] = []
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
+    @kopf.on.startup(registry=registry)
+    async def check_access(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+        # Once before kopf starts watching (a refused watch stops it), then periodically.
+        await _check_access(settings, namespaces or [], watch, logger)
+        coroutine = _watch_access(settings, namespaces or [], watch, logger)
+        tasks.append(asyncio.create_task(coroutine, name="kgroups-access"))
+
+    @kopf.on.probe(id="missingPermissions", registry=registry)
+    def missing_permissions(**_: Any) -> list[str]:
+        return list(watch.missing)
+
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
+        for task in tasks:
+            task.cancel()
         await admin.close()
 
     # --- Topics -------------------------------------------------------------------------
@@ -219,6 +336,8 @@ def register(registry: kopf.OperatorRegistry, admin: Admin) -> None:
         _apply_status(patch, old, new)
         if event is not None:
             kopf.event(body, type="Normal", reason="Rebalanced", message=event)
+            if (storm := group_memo.storm.seen(loop.time())) is not None:
+                kopf.event(body, type="Warning", reason="FrequentRebalances", message=storm)
 
     @kopf.on.delete(API_GROUP, API_VERSION, "consumergroups", id="group-delete", registry=registry)
     async def delete_group(

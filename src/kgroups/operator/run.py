@@ -13,8 +13,10 @@ import logging
 import threading
 
 import kopf
+from kopf._cogs.clients import errors as kopf_errors
 
 from kgroups.admin import Admin
+from kgroups.files import say_why_stopped
 from kgroups.operator.handlers import MIRROR_ID, register
 
 FINALIZER = "kgroups.io/finalizer"
@@ -55,7 +57,7 @@ async def run(
     logging.getLogger("kopf.objects").addFilter(_QuietTimer())
     registry = kopf.OperatorRegistry()
     admin = Admin(*coordinator, client_id="kgroups-operator")
-    register(registry, admin)
+    register(registry, admin, [] if clusterwide else namespaces)
     try:
         await kopf.operator(
             registry=registry,
@@ -67,5 +69,8 @@ async def run(
             ready_flag=ready_flag,
             liveness_endpoint=liveness,
         )
+    except kopf_errors.APIError as exc:  # e.g. a watch refused (403): kopf stops
+        say_why_stopped(f"operator stopped: {exc.args[0] if exc.args else exc}")
+        raise
     finally:
         await admin.close()

@@ -9,7 +9,8 @@ costs no API write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from kgroups.admin import GroupView
@@ -20,6 +21,41 @@ MAX_MEMBERS = 200
 MAX_OFFSETS = 2000
 """Status lists are capped: an object must stay well under etcd's 1.5 MB limit however
 large the group, or every status write would fail. Counts stay exact."""
+
+
+STORM_REBALANCES = 5
+STORM_WINDOW_S = 300.0
+STORM_REPEAT_S = 60.0
+"""A group rebalancing this often is churning: a member crash-looping, or missing its
+session timeout (a pod CPU-starved or frozen), keeps taking partitions from the others."""
+
+
+@dataclass
+class RebalanceStorm:
+    """Rebalances seen for one group, time passed in. `seen(now)`, called on every new
+    generation, answers a warning when STORM_REBALANCES happened within STORM_WINDOW_S;
+    while the storm goes on it warns again after as many more rebalances, at most once a
+    STORM_REPEAT_S, so a long storm is a few Warning events with its count, not one per
+    rebalance nor one only at its start."""
+
+    times: deque[float] = field(default_factory=deque)
+    warned: float | None = None
+    since_warned: int = 0
+
+    def seen(self, now: float) -> str | None:
+        self.times.append(now)
+        self.since_warned += 1
+        while self.times and self.times[0] <= now - STORM_WINDOW_S:
+            self.times.popleft()
+        if len(self.times) < STORM_REBALANCES or self.since_warned < STORM_REBALANCES:
+            return None
+        if self.warned is not None and now - self.warned < STORM_REPEAT_S:
+            return None
+        self.warned, self.since_warned = now, 0
+        return (
+            f"{len(self.times)} rebalances in the last {STORM_WINDOW_S:.0f} s: a member may be "
+            f"crashing and rejoining, or missing its session timeout"
+        )
 
 
 def set_condition(
