@@ -17,7 +17,7 @@ from tests.integration.harness import ROOT, Coordinator, Member, wait_until
 
 CHART = ROOT / "charts" / "kgroups"
 EXAMPLES = ROOT / "examples" / "k8s"
-RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding")
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
 def helm(cp: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -42,7 +42,8 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
     docs = render(controlplane, "kg", "kgroups")
     assert kinds(docs) == [
         "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
-        "PodDisruptionBudget", "RoleBinding", "Service", "Service", "ServiceAccount",
+        "PodDisruptionBudget", "Role", "RoleBinding", "RoleBinding", "Service", "Service",
+        "ServiceAccount",
         "StatefulSet",
     ]  # fmt: skip
     by_kind = {d["kind"]: d for d in docs}
@@ -68,7 +69,11 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
     # cluster-wide: a ClusterRoleBinding instead of RoleBindings
     wide = render(controlplane, "kg", "kgroups", "--set", "operator.allNamespaces=true",
                   "--set", "networkPolicy.enabled=true")  # fmt: skip
-    assert kinds(wide).count("ClusterRoleBinding") == 2 and "RoleBinding" not in kinds(wide)
+    assert kinds(wide).count("ClusterRoleBinding") == 2
+    # the only RoleBinding left is the operator's own, for Events about itself
+    [own] = [d for d in wide if d["kind"] == "RoleBinding"]
+    assert own["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                              "name": "kg-kgroups-operator-self"}  # fmt: skip
     assert "NetworkPolicy" in kinds(wide)
 
 
@@ -129,7 +134,7 @@ def chart_operator(
     for d in rbac:
         if d["kind"].startswith("Cluster"):
             d["metadata"]["name"] += f"-{ns}"
-        if "roleRef" in d:
+        if d.get("roleRef", {}).get("kind", "").startswith("Cluster"):
             d["roleRef"]["name"] += f"-{ns}"
     cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
     kubeconfig = cp.user(f"system:serviceaccount:{ns}:kgop", "system:serviceaccounts")

@@ -195,8 +195,8 @@ async def _watch_access(
     logger: kopf.Logger,
 ) -> None:
     while True:
-        await asyncio.sleep(access.CHECK_INTERVAL_S)
         await _check_access(settings, namespaces, watch, logger)
+        await asyncio.sleep(access.CHECK_INTERVAL_S)
 
 
 def register(
@@ -213,8 +213,7 @@ def register(
 
     @kopf.on.startup(registry=registry)
     async def check_access(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
-        # Once before kopf starts watching (a refused watch stops it), then periodically.
-        await _check_access(settings, namespaces or [], watch, logger)
+        # In the background: kopf's API client answers only once startup is done.
         coroutine = _watch_access(settings, namespaces or [], watch, logger)
         tasks.append(asyncio.create_task(coroutine, name="kgroups-access"))
 
