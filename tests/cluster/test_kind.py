@@ -401,6 +401,21 @@ def test_coordinator_volume_read_only_or_full_says_why_and_loses_nothing(
     assert all(offsets.get(tp, -1) >= o for tp, o in before.items()), (before, offsets)
 
 
+def on_the_coordinator(cluster: KindCluster) -> list[str]:
+    """billing as the coordinator itself has it (asked from inside its pod, not through
+    the operator): state, members, committed offsets."""
+    return cluster.exec_python(
+        f"{RELEASE}-coordinator-0",
+        "import asyncio\n"
+        "from kgroups.admin import Admin\n"
+        "async def main():\n"
+        "    async with Admin('127.0.0.1', 9092) as a:\n"
+        "        g = await a.describe_group('billing')\n"
+        "        print(g.state, len(g.members), len(await a.committed_offsets('billing')))\n"
+        "asyncio.run(main())\n",
+    ).split()
+
+
 def operator_events(cluster: KindCluster, reason: str, since: str) -> list[dict[str, Any]]:
     events = json.loads(cluster.k("get", "events", "--field-selector",
                                   f"reason={reason},involvedObject.kind=Pod", "-o", "json"))["items"]  # fmt: skip
@@ -430,20 +445,11 @@ def test_operator_without_its_rbac_says_so_and_loses_nothing(release: KindCluste
         assert "patch consumergroups/status.kgroups.io in namespace kgroups" in denied[0]["message"]
         release.k("scale", "deployment", "billing-members", "--replicas=2")
 
-        def coordinator_members() -> bool:
-            shown = release.exec_python(
-                f"{RELEASE}-coordinator-0",
-                "import asyncio\n"
-                "from kgroups.admin import Admin\n"
-                "async def main():\n"
-                "    async with Admin('127.0.0.1', 9092) as a:\n"
-                "        g = await a.describe_group('billing')\n"
-                "        print(g.state, len(g.members))\n"
-                "asyncio.run(main())\n",
-            )
-            return shown.split() == ["Stable", "5"]
-
-        wait_for(coordinator_members, 90, "the group Stable with 5 members, without the operator")
+        wait_for(
+            lambda: on_the_coordinator(release)[:2] == ["Stable", "5"],
+            90,
+            "the group Stable with 5 members, without the operator",
+        )
         assert billing(release)["memberCount"] == SIDECARS + 3  # its status cannot move
     finally:
         for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
@@ -467,17 +473,8 @@ def test_group_deleted_once_empty_leaves_the_coordinator(release: KindCluster) -
     wait_for(
         lambda: not release.exists("cg", "billing", NAMESPACE), 120, "the ConsumerGroup to be gone"
     )
-    seen = release.exec_python(
-        f"{RELEASE}-coordinator-0",
-        "import asyncio\n"
-        "from kgroups.admin import Admin\n"
-        "async def main():\n"
-        "    async with Admin('127.0.0.1', 9092) as a:\n"
-        "        g = await a.describe_group('billing')\n"
-        "        print(g.state, len(g.members), len(await a.committed_offsets('billing')))\n"
-        "asyncio.run(main())\n",
-    )
-    assert seen.split() == ["Dead", "0", "0"], seen
+    seen = on_the_coordinator(release)
+    assert seen == ["Dead", "0", "0"], seen
 
 
 def spark_members_for_one_node() -> str:

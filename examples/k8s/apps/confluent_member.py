@@ -19,52 +19,21 @@ A line says which generation the assignment belongs to (null while it holds none
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
-import socket
 import struct
 import sys
 import time
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+import common
+from common import Report
 
 CLIENT = "confluent-kafka"
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("bootstrap", "group", "topic"):
-        value = os.environ.get(f"KGROUPS_{name.upper()}")
-        parser.add_argument(f"--{name}", default=value, required=value is None)
-    parser.add_argument("--client-id", default=socket.gethostname())
-    parser.add_argument("--session-timeout-ms", type=int, default=4000)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
-    parser.add_argument("--metadata-max-age-ms", type=int, default=2000)
-    parser.add_argument("--commit-interval-ms", type=int, default=5000)
-    return parser.parse_args(argv)
-
-
-class Report:
-    """Prints what the member owns as one JSON line whenever that changes (starting from
-    nothing: generation null, nothing assigned)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.last = self.line(None, [])
-
-    def line(self, generation: int | None, owned: Any) -> str:
-        assigned = sorted([tp.topic, tp.partition] for tp in owned)
-        return json.dumps(
-            {"client": CLIENT, "name": self.name, "generation": generation, "assigned": assigned}
-        )
-
-    def __call__(self, generation: int | None, owned: Any) -> None:
-        line = self.line(generation, owned)
-        if line != self.last:
-            print(line, flush=True)
-            self.last = line
+    return common.arguments(__doc__.split("\n\n")[0], argv)
 
 
 def generation(consumer: Consumer) -> int | None:
@@ -79,7 +48,7 @@ def generation(consumer: Consumer) -> int | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
-    report = Report(args.client_id)
+    report = Report(CLIENT, args.client_id)
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,

@@ -18,10 +18,7 @@ A line says which generation the assignment belongs to (null while it holds none
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
-import socket
 import sys
 import time
 from typing import Any
@@ -30,41 +27,14 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, T
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.errors import KafkaError
 
+import common
+from common import Report
+
 CLIENT = "kafka-python"
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("bootstrap", "group", "topic"):
-        value = os.environ.get(f"KGROUPS_{name.upper()}")
-        parser.add_argument(f"--{name}", default=value, required=value is None)
-    parser.add_argument("--client-id", default=socket.gethostname())
-    parser.add_argument("--session-timeout-ms", type=int, default=4000)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
-    parser.add_argument("--metadata-max-age-ms", type=int, default=2000)
-    parser.add_argument("--commit-interval-ms", type=int, default=5000)
-    return parser.parse_args(argv)
-
-
-class Report:
-    """Prints what the member owns as one JSON line whenever that changes (starting from
-    nothing: generation null, nothing assigned)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.last = self.line(None, [])
-
-    def line(self, generation: int | None, owned: Any) -> str:
-        assigned = sorted([tp.topic, tp.partition] for tp in owned)
-        return json.dumps(
-            {"client": CLIENT, "name": self.name, "generation": generation, "assigned": assigned}
-        )
-
-    def __call__(self, generation: int | None, owned: Any) -> None:
-        line = self.line(generation, owned)
-        if line != self.last:
-            print(line, flush=True)
-            self.last = line
+    return common.arguments(__doc__.split("\n\n")[0], argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         partition_assignment_strategy=[RangePartitionAssignor],  # the sidecars' strategy
         enable_auto_commit=False,
     )
-    report = Report(args.client_id)
+    report = Report(CLIENT, args.client_id)
     work: dict[TopicPartition, int] = {}  # owned partition -> units of work done on it
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -22,51 +22,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import signal
-import socket
 import sys
-from collections.abc import Iterable
 
+import common
+from common import Report
 from kgroups.client import CoordinatorUnavailable, GroupMember, MemberError, TopicPartition
 
 CLIENT = "kgroups"
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("bootstrap", "group", "topic"):
-        value = os.environ.get(f"KGROUPS_{name.upper()}")
-        parser.add_argument(f"--{name}", default=value, required=value is None)
-    parser.add_argument("--client-id", default=socket.gethostname())
-    parser.add_argument("--session-timeout-ms", type=int, default=4000)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
-    parser.add_argument("--metadata-max-age-ms", type=int, default=2000)
-    parser.add_argument("--commit-interval-ms", type=int, default=5000)
-    return parser.parse_args(argv)
-
-
-class Report:
-    """Prints what the member owns as one JSON line whenever that changes (starting from
-    nothing: generation null, nothing assigned)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.last = self.line(None, [])
-
-    def line(self, generation: int | None, owned: Iterable[TopicPartition]) -> str:
-        assigned = sorted([tp.topic, tp.partition] for tp in owned)
-        return json.dumps(
-            {"client": CLIENT, "name": self.name, "generation": generation, "assigned": assigned}
-        )
-
-    def __call__(self, generation: int | None, owned: Iterable[TopicPartition]) -> None:
-        line = self.line(generation, owned)
-        if line != self.last:
-            print(line, flush=True)
-            self.last = line
+    return common.arguments(__doc__.split("\n\n")[0], argv)
 
 
 class Listener:
@@ -109,7 +77,7 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    report = Report(args.client_id)
+    report = Report(CLIENT, args.client_id)
     listener = Listener(report)
     member = GroupMember(
         args.bootstrap,
