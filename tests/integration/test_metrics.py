@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -11,13 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import FAST
-from tests.integration.harness import Coordinator, Member, create_topic, wait_converged
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.integration.harness import Coordinator, Member, create_topic, free_port, wait_converged
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -29,10 +23,18 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+def _rebalances(seen: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
+    return {
+        dict(labels)["reason"]: value
+        for (name, labels), value in seen.items()
+        if name == "kgroups_group_rebalances_total" and dict(labels)["group"] == "g"
+    }
+
+
 def test_metrics_follow_the_group_through_a_rebalance(
     tmp_path: Path, members: list[Member]
 ) -> None:
-    port = _free_port()
+    port = free_port()
     coord = Coordinator(tmp_path / "data", *FAST, "--metrics", f"127.0.0.1:{port}")
     coord.start()
     try:
@@ -46,15 +48,32 @@ def test_metrics_follow_the_group_through_a_rebalance(
         assert seen[("kgroups_group_generation", (("group", "g"),))] == generation
         assert seen[("kgroups_partitions", ())] == 4
         assert seen[("kgroups_connections", ())] >= 2
-        before = seen[("kgroups_rebalances_total", (("group", "g"),))]
-        assert before >= 1
-        assert seen[("kgroups_rebalance_duration_seconds_count", ())] >= before
+        assert seen[("kgroups_group_assigned_partitions", (("group", "g"),))] == 4
+        assert seen[("kgroups_group_unassigned_partitions", (("group", "g"),))] == 0
+        before = _rebalances(seen)
+        assert before.get("member_joined", 0) >= 1
+        completed = seen[("kgroups_group_rebalance_duration_seconds_count", (("group", "g"),))]
+        assert 1 <= completed <= sum(before.values())
+        heartbeat = ("kgroups_requests_total", (("api", "Heartbeat"), ("error", "NONE")))
+        deadline = time.monotonic() + 20
+        while _scrape(port).get(heartbeat, 0) < 2:  # members heartbeat every second
+            assert time.monotonic() < deadline, "no successful heartbeat counted"
+            time.sleep(0.2)
 
-        members[0].kill()
+        members[0].kill()  # SIGKILL: no LeaveGroup, the session has to expire
         wait_converged(members[1:], partitions, timeout=30)
         after = _scrape(port)
-        assert after[("kgroups_rebalances_total", (("group", "g"),))] == before + 1
+        assert _rebalances(after).get("session_expired", 0) == before.get("session_expired", 0) + 1
+        assert after[("kgroups_session_expirations_total", (("group", "g"),))] >= 1
         assert after[("kgroups_group_members", (("group", "g"),))] == 1
+        assert (
+            after[("kgroups_group_rebalance_duration_seconds_count", (("group", "g"),))]
+            == completed + 1
+        )
+
+        for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ok\n")):
+            answer = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
+            assert (answer.status, answer.read()) == (200, body)
 
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=5)

@@ -12,6 +12,7 @@ from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
 from kgroups.coordinator.core import msg_group as mg
+from kgroups.coordinator.core.effects import JoinPhaseCompleted, RebalanceCompleted
 from kgroups.coordinator.wire import encode
 from kgroups.protocol.apis import response_class
 from kgroups.protocol.errors import ErrorCode
@@ -215,9 +216,13 @@ def test_a_completed_rebalance_is_reported_with_its_duration() -> None:
     ctx.sleep(50)
     leader = a if ctx.reply(join_a).leader == a else b
     ctx.sync("g", leader, generation, {a: b"x", b: b"y"})
-    done = [o for e in ctx.all_effects for o in e.observations]
+    seen = [o for e in ctx.all_effects for o in e.observations]
+    done = [o for o in seen if isinstance(o, RebalanceCompleted)]
     assert [(o.group_id, o.generation, o.members) for o in done] == [
         ("g", first, 2),
         ("g", generation, 2),
     ]
     assert done[1].duration_ms == 250  # first join to the leader's assignment
+    assert done[1].sync_ms == 50  # the join phase ended when b rejoined
+    joins = [o.duration_ms for o in seen if isinstance(o, JoinPhaseCompleted)]
+    assert joins[-1] == 200

@@ -1,69 +1,304 @@
-"""Prometheus metrics for the coordinator, served on their own HTTP port.
+"""Prometheus metrics for the coordinator, in Kafka's vocabulary and Prometheus' shapes.
 
-Two kinds, in Kafka's vocabulary and Prometheus' shapes (no member ids as labels):
+Two kinds, both per group where it matters (a `group` label, never a member id):
 
-* what the core reports as it happens: each completed rebalance (`RebalanceCompleted`
-  in the effects) feeds a duration histogram and a counter per group;
-* what the state is when Prometheus asks: groups per state, members and generation per
-  group, topics and partitions, open connections. These are read from the live core at
-  scrape time, on the event loop (the HTTP server runs there), so a scrape never sees a
-  half-applied request.
+* what happens: the core reports facts in its effects (`RebalanceStarted`,
+  `JoinPhaseCompleted`, `RebalanceCompleted`, `SessionExpired`) and the edge reports each
+  answered request, each commit and each store write. These feed counters and histograms
+  held here as plain numbers, on the event loop;
+* what is: groups per state, each group's state, generation, members and partitions,
+  topics, connections. Read from the live core at scrape time, on the event loop (the
+  HTTP server runs there), so a scrape never sees a half-applied request.
+
+Everything is yielded by one collector over plain numbers (`kgroups.exposition.Histo`).
+README "Metrics" documents every name.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 from collections import Counter as Tally
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
+from kgroups import __version__
 from kgroups.coordinator.core import GroupCoordinator
-from kgroups.coordinator.core.effects import RebalanceCompleted
+from kgroups.coordinator.core.effects import (
+    JoinPhaseCompleted,
+    Observation,
+    RebalanceCompleted,
+    RebalanceReason,
+    RebalanceStarted,
+    SessionExpired,
+)
+from kgroups.coordinator.core.model import Group
+from kgroups.coordinator.core.msg_offsets import OffsetCommitResponse
 from kgroups.coordinator.core.states import GroupState
+from kgroups.exposition import REBALANCE_BUCKETS, REQUEST_BUCKETS, Histo, histogram_family, histos
+from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
+from kgroups.protocol.errors import ErrorCode
 
-log = logging.getLogger(__name__)
-
-REBALANCE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 
-class _StateCollector(Collector):
+def response_error(body: object) -> ErrorCode:
+    """The error a response reports: its top-level code if that is one, else the first
+    per-item code that is not NONE (a commit refused for one partition), else NONE."""
+    top = getattr(body, "error", None)
+    if isinstance(top, ErrorCode) and top is not ErrorCode.none:
+        return top
+    found = _first_error(body, depth=0)
+    return found if found is not None else ErrorCode.none
+
+
+def _first_error(value: Any, depth: int) -> ErrorCode | None:
+    if isinstance(value, ErrorCode):
+        return value if value is not ErrorCode.none else None
+    if depth > 4:
+        return None
+    if isinstance(value, tuple | list):
+        for item in value:
+            if (found := _first_error(item, depth + 1)) is not None:
+                return found
+    elif is_dataclass(value):
+        for f in fields(value):
+            if (found := _first_error(getattr(value, f.name), depth + 1)) is not None:
+                return found
+    return None
+
+
+def _held(group: Group) -> set[tuple[str, int]]:
+    """The partitions the group's members hold, from the assignments the leader gave."""
+    held: set[tuple[str, int]] = set()
+    if group.protocol_type != "consumer":
+        return held
+    for member in group.members.values():
+        try:
+            partitions = decode_assignment(member.assignment).partitions
+        except ConsumerProtocolError:
+            continue
+        held.update((topic, p) for topic, ps in partitions.items() for p in ps)
+    return held
+
+
+@dataclass(slots=True)
+class _Tallies:
+    rebalances: Tally[tuple[str, str]] = field(default_factory=Tally)
+    rebalance_seconds: defaultdict[str, Histo] = field(
+        default_factory=lambda: histos(REBALANCE_BUCKETS)
+    )
+    join_seconds: defaultdict[str, Histo] = field(default_factory=lambda: histos(REBALANCE_BUCKETS))
+    sync_seconds: defaultdict[str, Histo] = field(default_factory=lambda: histos(REBALANCE_BUCKETS))
+    last_rebalance: dict[str, float] = field(default_factory=dict)
+    expirations: Tally[str] = field(default_factory=Tally)
+    requests: Tally[tuple[str, str]] = field(default_factory=Tally)
+    request_seconds: defaultdict[str, Histo] = field(
+        default_factory=lambda: histos(REQUEST_BUCKETS)
+    )
+    commits: Tally[tuple[str, str]] = field(default_factory=Tally)
+    write_seconds: Histo = field(default_factory=lambda: Histo(REQUEST_BUCKETS))
+    write_records: Histo = field(default_factory=lambda: Histo(BATCH_BUCKETS))
+
+
+class CoordinatorMetrics(Collector):
+    """The coordinator's registry: facts go in through `observe`/`answered`/`written`,
+    the state is read from `coordinator()` at scrape time."""
+
     def __init__(
-        self, coordinator: Callable[[], GroupCoordinator | None], connections: Callable[[], int]
+        self,
+        coordinator: Callable[[], GroupCoordinator | None],
+        connections: Callable[[], int],
+        wall_clock: Callable[[], float],
     ) -> None:
         self._coordinator = coordinator
         self._connections = connections
+        self._wall_clock = wall_clock
+        self._t = _Tallies()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    # -- facts ---------------------------------------------------------------------------
+
+    def observe(self, observations: Iterable[Observation]) -> None:
+        t = self._t
+        for o in observations:
+            if isinstance(o, RebalanceStarted):
+                t.rebalances[o.group_id, o.reason.value] += 1
+            elif isinstance(o, JoinPhaseCompleted):
+                t.join_seconds[o.group_id].observe(o.duration_ms / 1000)
+            elif isinstance(o, RebalanceCompleted):
+                t.rebalance_seconds[o.group_id].observe(o.duration_ms / 1000)
+                t.sync_seconds[o.group_id].observe(o.sync_ms / 1000)
+                t.last_rebalance[o.group_id] = self._wall_clock()
+            elif isinstance(o, SessionExpired):
+                t.expirations[o.group_id] += 1
+
+    def answered(self, api: str, body: object, seconds: float, group_id: str | None) -> None:
+        """A request was answered `seconds` after it arrived."""
+        t = self._t
+        t.requests[api, response_error(body).name.upper()] += 1
+        t.request_seconds[api].observe(seconds)
+        if isinstance(body, OffsetCommitResponse) and group_id is not None:
+            for topic in body.topics:
+                for _, code in topic.partitions:
+                    t.commits[group_id, code.name.upper()] += 1
+
+    def written(self, records: int, seconds: float) -> None:
+        self._t.write_records.observe(records)
+        self._t.write_seconds.observe(seconds)
+
+    # -- scrape --------------------------------------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
+        info = GaugeMetricFamily("kgroups_build_info", "kgroups' version.", labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
         coordinator = self._coordinator()
-        if coordinator is None:
-            return
+        yield from self._events(set(coordinator.groups) if coordinator is not None else set())
+        if coordinator is not None:
+            yield from self._state(coordinator)
+
+    def _events(self, live: set[str]) -> Iterator[Metric]:
+        """Counters of the live groups are all there, at 0 until something happens: a
+        series that first appears at 1 loses that first increment in `increase()`."""
+        t = self._t
+        for group in live:
+            for cause in RebalanceReason:
+                t.rebalances.setdefault((group, cause.value), 0)
+            t.expirations.setdefault(group, 0)
+            t.commits.setdefault((group, "NONE"), 0)
+        rebalances = CounterMetricFamily(
+            "kgroups_group_rebalances",
+            "Rebalances started (the group entered PreparingRebalance), by what started them.",
+            labels=["group", "reason"],
+        )
+        for (group_id, reason), n in sorted(t.rebalances.items()):
+            rebalances.add_metric([group_id, reason], n)
+        yield rebalances
+        yield histogram_family(
+            "kgroups_group_rebalance_duration_seconds",
+            "PreparingRebalance to Stable (the leader's assignment), restarted rounds included.",
+            "group",
+            sorted(t.rebalance_seconds.items()),
+        )
+        yield histogram_family(
+            "kgroups_group_join_phase_duration_seconds",
+            "PreparingRebalance to CompletingRebalance: waiting for members to (re)join.",
+            "group",
+            sorted(t.join_seconds.items()),
+        )
+        yield histogram_family(
+            "kgroups_group_sync_phase_duration_seconds",
+            "CompletingRebalance to Stable: waiting for the leader's assignment.",
+            "group",
+            sorted(t.sync_seconds.items()),
+        )
+        last = GaugeMetricFamily(
+            "kgroups_group_last_rebalance_timestamp_seconds",
+            "When the group's last rebalance completed (Unix time).",
+            labels=["group"],
+        )
+        for group, when in sorted(t.last_rebalance.items()):
+            last.add_metric([group], when)
+        yield last
+        expired = CounterMetricFamily(
+            "kgroups_session_expirations",
+            "Members removed because their session timed out without a heartbeat.",
+            labels=["group"],
+        )
+        for group, n in sorted(t.expirations.items()):
+            expired.add_metric([group], n)
+        yield expired
+        requests = CounterMetricFamily(
+            "kgroups_requests",
+            "Requests answered, by API and the error answered (NONE: success).",
+            labels=["api", "error"],
+        )
+        for (api, error), n in sorted(t.requests.items()):
+            requests.add_metric([api, error], n)
+        yield requests
+        yield histogram_family(
+            "kgroups_request_duration_seconds",
+            "Request received to answer written, waiting in a rebalance included.",
+            "api",
+            sorted(t.request_seconds.items()),
+        )
+        commits = CounterMetricFamily(
+            "kgroups_offset_commits",
+            "Partition offsets committed (error NONE) or refused (the error), per group.",
+            labels=["group", "error"],
+        )
+        for (group, error), n in sorted(t.commits.items()):
+            commits.add_metric([group, error], n)
+        yield commits
+        yield histogram_family(
+            "kgroups_store_write_duration_seconds",
+            "One durable write (a group commit of every record queued) to SQLite.",
+            None,
+            [(None, t.write_seconds)],
+        )
+        yield histogram_family(
+            "kgroups_store_write_records",
+            "Records per durable write.",
+            None,
+            [(None, t.write_records)],
+        )
+
+    def _state(self, coordinator: GroupCoordinator) -> Iterator[Metric]:
         groups = coordinator.groups
         by_state = GaugeMetricFamily(
             "kgroups_groups", "Consumer groups on the coordinator, by state.", labels=["state"]
         )
-        tally = Tally(g.state.value for g in groups.values())
+        tally = Tally(g.state for g in groups.values())
         for state in GroupState:
-            by_state.add_metric([state.value], tally.get(state.value, 0))
+            by_state.add_metric([state.value], tally.get(state, 0))
         yield by_state
+        state_set = GaugeMetricFamily(
+            "kgroups_group_state", "1 for the group's current state, 0 for the others.",
+            labels=["group", "state"],
+        )  # fmt: skip
         members = GaugeMetricFamily(
             "kgroups_group_members", "Members of each group.", labels=["group"]
         )
         generation = GaugeMetricFamily(
             "kgroups_group_generation", "Each group's generation id.", labels=["group"]
         )
-        for group_id, group in groups.items():
+        assigned = GaugeMetricFamily(
+            "kgroups_group_assigned_partitions",
+            "Partitions the group's members hold, from their assignments.",
+            labels=["group"],
+        )
+        unassigned = GaugeMetricFamily(
+            "kgroups_group_unassigned_partitions",
+            "Partitions of the topics the group's members subscribe to that no member holds.",
+            labels=["group"],
+        )
+        topics = coordinator.core.topics
+        for group_id, group in sorted(groups.items()):
+            for state in GroupState:
+                state_set.add_metric([group_id, state.value], 1 if group.state is state else 0)
             members.add_metric([group_id], len(group.members))
             generation.add_metric([group_id], group.generation_id)
-        yield members
-        yield generation
-        topics = coordinator.core.topics
+            held = _held(group)
+            assigned.add_metric([group_id], len(held))
+            nobody = sum(
+                1
+                for name in group.subscribed_topics or ()
+                if name in topics
+                for p in range(topics[name].partitions)
+                if (name, p) not in held
+            )
+            unassigned.add_metric([group_id], nobody)
+        yield from (state_set, members, generation, assigned, unassigned)
         yield GaugeMetricFamily("kgroups_topics", "Topics on the coordinator.", value=len(topics))
         yield GaugeMetricFamily(
             "kgroups_partitions",
@@ -73,77 +308,3 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "kgroups_connections", "Open client connections.", value=self._connections()
         )
-
-
-class CoordinatorMetrics:
-    """The coordinator's registry; `observe` takes the core's facts as they are emitted."""
-
-    def __init__(
-        self,
-        coordinator: Callable[[], GroupCoordinator | None],
-        connections: Callable[[], int],
-    ) -> None:
-        self.registry = CollectorRegistry()
-        self.rebalance_seconds = Histogram(
-            "kgroups_rebalance_duration_seconds",
-            "From a group's PreparingRebalance to its leader's assignment (Stable).",
-            buckets=REBALANCE_BUCKETS,
-            registry=self.registry,
-        )
-        self.rebalances = Counter(
-            "kgroups_rebalances",
-            "Completed rebalances per group.",
-            ["group"],
-            registry=self.registry,
-        )
-        self.registry.register(_StateCollector(coordinator, connections))
-        self._server: asyncio.Server | None = None
-        self.port = 0
-
-    def observe(self, observations: Iterable[RebalanceCompleted]) -> None:
-        for o in observations:
-            self.rebalance_seconds.observe(o.duration_ms / 1000)
-            self.rebalances.labels(o.group_id).inc()
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-    async def serve(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._handle, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("metrics on http://%s:%d/metrics", host, self.port)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Just enough HTTP/1.0 for Prometheus: GET /metrics, one request per connection."""
-        try:
-            request = await asyncio.wait_for(reader.readline(), timeout=10)
-            while (line := await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b""):
-                if len(line) > 8192:
-                    break
-            parts = request.decode("latin-1").split()
-            status, body, kind = self._answer(parts)
-            head = (
-                f"HTTP/1.0 {status}\r\nContent-Type: {kind}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            )
-            writer.write(head.encode("latin-1") + body)
-            await writer.drain()
-        except (TimeoutError, ConnectionError, UnicodeDecodeError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-
-    def _answer(self, parts: list[str]) -> tuple[str, bytes, Any]:
-        if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
-            return "405 Method Not Allowed", b"GET /metrics\n", "text/plain"
-        if parts[1].split("?")[0] != "/metrics":
-            return "404 Not Found", b"GET /metrics\n", "text/plain"
-        return "200 OK", self.render(), CONTENT_TYPE_LATEST

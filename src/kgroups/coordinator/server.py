@@ -48,11 +48,13 @@ from kgroups.coordinator.core import (
 )
 from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
+from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
 from kgroups.coordinator.core.records import Record
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.store import RecordStore, Store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
-from kgroups.protocol.apis import ApiKey, api_name
+from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
+from kgroups.protocol.apis import ApiKey, api_name, metric_api_name
 from kgroups.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE,
@@ -245,6 +247,10 @@ class _Pending:
     api_key: int
     api_version: int
     correlation_id: int
+    received: float
+    """loop.time() when the request arrived (request latency)."""
+    group_id: str | None = None
+    """The group an OffsetCommit is for (commits per group)."""
 
 
 class CoordinatorServer:
@@ -283,7 +289,16 @@ class CoordinatorServer:
         self._payloads: dict[tuple[int, int, object], bytes] = {}
         self.failure: BaseException | None = None
         self._halting: asyncio.Task[None] | None = None
-        self.metrics = CoordinatorMetrics(lambda: self.coordinator, lambda: len(self.connections))
+        self.metrics = CoordinatorMetrics(
+            lambda: self.coordinator, lambda: len(self.connections), wall_clock
+        )
+        self._endpoints = HttpEndpoints(
+            {
+                "/metrics": metrics_route(self.metrics.registry),
+                "/healthz": probe_route(self.unhealthy),
+                "/readyz": probe_route(self.unready),
+            }
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -293,6 +308,17 @@ class CoordinatorServer:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._epoch_offset_ms = int(self._wall_clock() * 1000) - int(loop.time() * 1000)
+        if self.settings.metrics is not None:
+            # Up before the store is read: /healthz answers during a long replay, and
+            # /readyz says why the coordinator is not serving yet.
+            await self._endpoints.serve(*self.settings.metrics)
+        try:
+            await self._replay_and_listen(loop, listen)
+        except BaseException:
+            await self._endpoints.close()
+            raise
+
+    async def _replay_and_listen(self, loop: asyncio.AbstractEventLoop, listen: bool) -> None:
         await loop.run_in_executor(self._executor, self._store.open)
         cluster_id = await loop.run_in_executor(self._executor, self._store.cluster_id)
         records: list[Record] = await loop.run_in_executor(
@@ -325,8 +351,6 @@ class CoordinatorServer:
             len(records),
             groups,
         )
-        if self.settings.metrics is not None:
-            await self.metrics.serve(*self.settings.metrics)
         self._submit(coordinator.resume(now_ms=self.now_ms()))
         self._rearm()
 
@@ -352,7 +376,7 @@ class CoordinatorServer:
         """Stop accepting, close every connection, finish pending writes, close the store."""
         if self._server is not None:
             self._server.close()
-        await self.metrics.close()
+        await self._endpoints.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -371,6 +395,26 @@ class CoordinatorServer:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
         self._executor.shutdown(wait=True)
         self._stopped.set()
+
+    @property
+    def metrics_port(self) -> int:
+        return self._endpoints.port
+
+    def unhealthy(self) -> str | None:
+        """Why the coordinator is not alive (a failed store write, a bug): None if it is."""
+        if self.failure is not None:
+            return f"coordinator stopped: {self.failure!r}"
+        return None
+
+    def unready(self) -> str | None:
+        """Why clients cannot be served yet: the store is being replayed, or it failed."""
+        if self.failure is not None:
+            return f"coordinator stopped: {self.failure!r}"
+        if self.coordinator is None:
+            return "replaying the store"
+        if self._server is None or not self._server.is_serving():
+            return "not listening"
+        return None
 
     def now_ms(self) -> int:
         assert self._loop is not None
@@ -410,7 +454,11 @@ class CoordinatorServer:
         ref = next(self._refs)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("<- %s %s v%d #%d %r", conn.peer, api_name(key), version, ref, body)
-        self._pending[ref] = _Pending(conn, key, version, correlation_id)
+        assert self._loop is not None
+        group_id = body.group_id if isinstance(body, OffsetCommitRequest) else None
+        self._pending[ref] = _Pending(
+            conn, key, version, correlation_id, self._loop.time(), group_id
+        )
         ctx = RequestContext(ref, version, request.client_id, conn.client_host)
         try:
             effects = coordinator.handle(ctx, body, now_ms=self.now_ms())
@@ -444,15 +492,22 @@ class CoordinatorServer:
                 continue
             self._writing = True
             assert self._loop is not None
-            future = self._loop.run_in_executor(self._executor, self._store.append, records)
+            future = self._loop.run_in_executor(self._executor, self._append, records)
             future.add_done_callback(functools.partial(self._written, batch=batch))
 
-    def _written(self, future: asyncio.Future[None], *, batch: list[Effects]) -> None:
+    def _append(self, records: list[Record]) -> float:
+        """On the writer thread: write, and say how long it took."""
+        started = time.perf_counter()
+        self._store.append(records)
+        return time.perf_counter() - started
+
+    def _written(self, future: asyncio.Future[float], *, batch: list[Effects]) -> None:
         self._writing = False
         exc = future.exception()
         if exc is not None:
             self._fail(exc)
             return
+        self.metrics.written(sum(len(e.records) for e in batch), future.result())
         if self.failure is not None:
             return  # stopping: nobody is answered any more
         for effects in batch:
@@ -472,10 +527,16 @@ class CoordinatorServer:
                 log.exception("cannot encode %s", api_name(pending.api_key))
                 pending.conn.abort(f"internal error encoding a response: {exc!r}")
                 continue
+            assert self._loop is not None
+            waited = self._loop.time() - pending.received
             if isinstance(reply.body, FetchResponse) and reply.body.wait_ms > 0:
                 pending.conn.complete_later(reply.body.wait_ms / 1000, frame)
+                waited += reply.body.wait_ms / 1000
             else:
                 pending.conn.complete(frame)
+            self.metrics.answered(
+                metric_api_name(pending.api_key), reply.body, waited, pending.group_id
+            )
 
     def _frame(self, pending: _Pending, reply: Reply) -> bytes:
         if type(reply.body) in _CACHEABLE:

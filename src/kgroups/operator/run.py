@@ -15,9 +15,10 @@ import threading
 import kopf
 from kopf._cogs.clients import errors as kopf_errors
 
-from kgroups.admin import Admin
+from kgroups.exposition import HttpEndpoints, metrics_route
 from kgroups.files import say_why_stopped
 from kgroups.operator.handlers import MIRROR_ID, register
+from kgroups.operator.metrics import OperatorMetrics, TimedAdmin, time_patches
 
 FINALIZER = "kgroups.io/finalizer"
 
@@ -53,11 +54,35 @@ async def run(
     stop_flag: asyncio.Event | threading.Event | None = None,
     ready_flag: asyncio.Event | threading.Event | None = None,
     liveness: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    operator_metrics: OperatorMetrics | None = None,
 ) -> None:
+    """Run until `stop_flag`; `metrics` serves /metrics there (`operator_metrics`, given
+    or made here)."""
     logging.getLogger("kopf.objects").addFilter(_QuietTimer())
     registry = kopf.OperatorRegistry()
-    admin = Admin(*coordinator, client_id="kgroups-operator")
-    register(registry, admin, [] if clusterwide else namespaces)
+    facts = operator_metrics or OperatorMetrics()
+    admin = TimedAdmin(*coordinator, facts, client_id="kgroups-operator")
+    register(registry, admin, [] if clusterwide else namespaces, facts)
+    endpoints = HttpEndpoints({"/metrics": metrics_route(facts.registry)})
+    try:
+        if metrics is not None:
+            await endpoints.serve(*metrics)
+        with time_patches(facts):
+            await _operate(registry, clusterwide, namespaces, stop_flag, ready_flag, liveness)
+    finally:
+        await endpoints.close()
+        await admin.close()
+
+
+async def _operate(
+    registry: kopf.OperatorRegistry,
+    clusterwide: bool,
+    namespaces: list[str],
+    stop_flag: asyncio.Event | threading.Event | None,
+    ready_flag: asyncio.Event | threading.Event | None,
+    liveness: str | None,
+) -> None:
     try:
         await kopf.operator(
             registry=registry,
@@ -72,5 +97,3 @@ async def run(
     except kopf_errors.APIError as exc:  # e.g. a watch refused (403): kopf stops
         say_why_stopped(f"operator stopped: {exc.args[0] if exc.args else exc}")
         raise
-    finally:
-        await admin.close()

@@ -114,3 +114,9 @@ def response_class(key: int, version: int) -> type:
 
 def api_name(key: int) -> str:
     return _NAMES.get(key, f"api-{key}")
+
+
+@cache
+def metric_api_name(key: int) -> str:
+    """An API as Kafka's request metrics spell it (`OffsetCommit`): a metric label."""
+    return "".join(word.capitalize() for word in api_name(key).split("_"))

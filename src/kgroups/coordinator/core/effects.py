@@ -8,6 +8,7 @@ request parked many calls ago: `Reply.ref` says which.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kgroups.coordinator.core import msg_cluster as c
 from kgroups.coordinator.core import msg_configs as k
@@ -66,22 +67,63 @@ class Reply:
     body: ResponseBody
 
 
+class RebalanceReason(StrEnum):
+    """Why a group entered PreparingRebalance: a small, fixed set (a metric label)."""
+
+    MEMBER_JOINED = "member_joined"
+    MEMBER_LEFT = "member_left"
+    SESSION_EXPIRED = "session_expired"
+    SYNC_TIMEOUT = "sync_timeout"
+    METADATA_CHANGED = "metadata_changed"
+    """A known member rejoined (new subscription, or the leader asking for a new round)."""
+    STATIC_REPLACEMENT = "static_replacement"
+    OVER_CAPACITY = "over_capacity"
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceStarted:
+    """A fact for the edge's metrics: a group entered PreparingRebalance."""
+
+    group_id: str
+    reason: RebalanceReason
+
+
+@dataclass(frozen=True, slots=True)
+class JoinPhaseCompleted:
+    """The join phase of a round ended: PreparingRebalance -> CompletingRebalance."""
+
+    group_id: str
+    duration_ms: int
+
+
 @dataclass(frozen=True, slots=True)
 class RebalanceCompleted:
-    """A fact for the edge's metrics: a rebalance ended with a new Stable generation."""
+    """A rebalance ended with a new Stable generation."""
 
     group_id: str
     generation: int
     members: int
     duration_ms: int
-    """From the first PreparingRebalance to the leader's assignment."""
+    """From the first PreparingRebalance (restarted rounds included) to the assignment."""
+    sync_ms: int
+    """The sync phase alone: CompletingRebalance -> Stable."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionExpired:
+    """A member was removed because its session timed out without a heartbeat."""
+
+    group_id: str
+
+
+Observation = RebalanceStarted | JoinPhaseCompleted | RebalanceCompleted | SessionExpired
 
 
 @dataclass(frozen=True, slots=True)
 class Effects:
     records: tuple[Record, ...] = ()
     replies: tuple[Reply, ...] = ()
-    observations: tuple[RebalanceCompleted, ...] = ()
+    observations: tuple[Observation, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.records or self.replies)
@@ -93,7 +135,7 @@ class Outbox:
 
     records: list[Record] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
-    observations: list[RebalanceCompleted] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
 
     def persist(self, record: Record) -> None:
         self.records.append(record)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, heartbeat_key
+from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.msg_group import JoinGroupRequest, JoinGroupResponse, RequestContext
@@ -177,6 +178,7 @@ def _update_member(
         group,
         f"member {member.member_id} is joining group during {group.state.value}; "
         f"client reason: {req.reason or 'not provided'}",
+        RebalanceReason.METADATA_CHANGED,
     )
 
 
@@ -205,6 +207,7 @@ def _add_member(
         group,
         f"adding new member {member_id} with group instance id {req.group_instance_id}; "
         f"client reason: {req.reason or 'not provided'}",
+        RebalanceReason.MEMBER_JOINED,
     )
 
 
@@ -249,11 +252,15 @@ def _replace_static_member(
                 group,
                 f"group's selected protocol will change because static member "
                 f"{new_member_id} joined with a change of protocol",
+                RebalanceReason.STATIC_REPLACEMENT,
             )
     elif group.state is GroupState.COMPLETING_REBALANCE:
         # The leader may already be assigning to the old id; only a new round is safe.
         rb.prepare_rebalance(
-            core, group, f"updating metadata for static member {new_member_id} during sync"
+            core,
+            group,
+            f"updating metadata for static member {new_member_id} during sync",
+            RebalanceReason.STATIC_REPLACEMENT,
         )
     else:
         rb.maybe_complete_join_phase(core, group)

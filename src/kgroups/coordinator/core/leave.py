@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, heartbeat_key
+from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_group import (
     LeaveGroupRequest,
@@ -40,7 +41,7 @@ def handle_leave(core: Core, ctx: RequestContext, req: LeaveGroupRequest) -> Non
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             left = [r.member_id or r.group_instance_id for r in results if not r.error]
             rb.maybe_prepare_rebalance_or_complete_join(
-                core, group, f"explicit LeaveGroup request for {left}"
+                core, group, f"explicit LeaveGroup request for {left}", RebalanceReason.MEMBER_LEFT
             )
         elif group.state is GroupState.PREPARING_REBALANCE:
             rb.maybe_complete_join_phase(core, group)

@@ -15,6 +15,12 @@ from __future__ import annotations
 import logging
 
 from kgroups.coordinator.core.context import Core, heartbeat_key, join_key, sync_key
+from kgroups.coordinator.core.effects import (
+    JoinPhaseCompleted,
+    RebalanceReason,
+    RebalanceStarted,
+    SessionExpired,
+)
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.msg_group import JoinGroupResponse, SyncGroupResponse
@@ -91,16 +97,23 @@ def expire_heartbeat(core: Core, group_id: str, member_id: str) -> None:
     if member is None or member.has_satisfied_heartbeat():
         return
     log.info("member %s in group %s has failed, removing it from the group", member_id, group_id)
+    core.out.observations.append(SessionExpired(group_id))
     remove_member_and_update(
-        core, group, member, f"removing member {member_id} on heartbeat expiration"
+        core,
+        group,
+        member,
+        f"removing member {member_id} on heartbeat expiration",
+        RebalanceReason.SESSION_EXPIRED,
     )
 
 
-def remove_member_and_update(core: Core, group: Group, member: Member, reason: str) -> None:
+def remove_member_and_update(
+    core: Core, group: Group, member: Member, reason: str, cause: RebalanceReason
+) -> None:
     """Drop a failed member and move the group along (rebalance, or finish the join)."""
     group.remove(member.member_id, core.out)
     if group.state in (GroupState.STABLE, COMPLETING):
-        maybe_prepare_rebalance_or_complete_join(core, group, reason)
+        maybe_prepare_rebalance_or_complete_join(core, group, reason, cause)
     elif group.state is PREPARING and group.has_all_members_joined():
         complete_join(core, group)
 
@@ -108,15 +121,19 @@ def remove_member_and_update(core: Core, group: Group, member: Member, reason: s
 # -- join phase -----------------------------------------------------------------------------
 
 
-def maybe_prepare_rebalance_or_complete_join(core: Core, group: Group, reason: str) -> None:
+def maybe_prepare_rebalance_or_complete_join(
+    core: Core, group: Group, reason: str, cause: RebalanceReason
+) -> None:
     if group.can_rebalance():
-        prepare_rebalance(core, group, reason)
+        prepare_rebalance(core, group, reason, cause)
     else:
         maybe_complete_join_phase(core, group)
 
 
-def prepare_rebalance(core: Core, group: Group, reason: str) -> None:
-    """Start a join phase: cancel any sync in flight, then wait for members to (re)join."""
+def prepare_rebalance(core: Core, group: Group, reason: str, cause: RebalanceReason) -> None:
+    """Start a join phase: cancel any sync in flight, then wait for members to (re)join.
+
+    `reason` is for the log (it names members); `cause` is its category, for metrics."""
     log.info(
         "preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
         group.group_id,
@@ -135,6 +152,7 @@ def prepare_rebalance(core: Core, group: Group, reason: str) -> None:
     if group.rebalance_started_ms is None:
         group.rebalance_started_ms = core.now_ms
     group.transition_to(PREPARING, core.now_ms)
+    core.out.observations.append(RebalanceStarted(group.group_id, cause))
     if not initial:
         maybe_complete_join_else_schedule(core, group)
 
@@ -217,12 +235,14 @@ def complete_join(core: Core, group: Group) -> None:
         # session timeouts) another rebalance timeout.
         _schedule_join(core, group)
         return
+    join_ms = core.now_ms - group.state_timestamp_ms
     group.init_next_generation(core.now_ms)
     persist(core, group)
     if group.state is GroupState.EMPTY:
         log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
         group.rebalance_started_ms = None
         return
+    core.out.observations.append(JoinPhaseCompleted(group.group_id, join_ms))
     log.info(
         "stabilized group %s generation %d (protocol %s) with %d members",
         group.group_id,
@@ -275,7 +295,12 @@ def expire_pending_sync(core: Core, group_id: str, generation_id: int) -> None:
     for member_id in missing:
         group.remove(member_id, core.out)
         core.timers.cancel(heartbeat_key(group_id, member_id))
-    prepare_rebalance(core, group, f"removing {missing} on pending sync request expiration")
+    prepare_rebalance(
+        core,
+        group,
+        f"removing {missing} on pending sync request expiration",
+        RebalanceReason.SYNC_TIMEOUT,
+    )
 
 
 def remove_pending_sync_member(core: Core, group: Group, member_id: str) -> None:

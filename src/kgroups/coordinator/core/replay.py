@@ -12,6 +12,7 @@ from __future__ import annotations
 from kgroups.coordinator.core import log_ends
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, TopicInfo
+from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.records import (
@@ -104,4 +105,9 @@ def resume(core: Core) -> None:
             rb.schedule_pending_sync(core, group)
         max_size = group_config(core, group.group_id).group_max_size
         if len(group.members) > max_size:
-            rb.prepare_rebalance(core, group, f"freshly loaded group is over capacity {max_size}")
+            rb.prepare_rebalance(
+                core,
+                group,
+                f"freshly loaded group is over capacity {max_size}",
+                RebalanceReason.OVER_CAPACITY,
+            )

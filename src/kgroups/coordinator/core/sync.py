@@ -37,6 +37,7 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
         if group.is_leader(req.member_id):
             assignment = dict(req.assignments)
             rb.set_and_propagate_assignment(core, group, assignment)
+            sync_ms = core.now_ms - group.state_timestamp_ms
             group.transition_to(GroupState.STABLE, core.now_ms)
             if group.rebalance_started_ms is not None:
                 core.out.observations.append(
@@ -45,6 +46,7 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
                         group.generation_id,
                         len(group.members),
                         core.now_ms - group.rebalance_started_ms,
+                        sync_ms,
                     )
                 )
             group.rebalance_started_ms = None
