@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--name", default=f"clickcount-{os.getpid()}")
     parser.add_argument(
+        "--metrics", default=None,
+        help="serve the member's and the micro-batches' Prometheus metrics at "
+        "http://HOST:PORT/metrics from the driver",
+    )  # fmt: skip
+    parser.add_argument(
         "--master", default=os.environ.get("SPARK_MASTER"),
         help="Spark master (default: spark-submit's --master, else local[2])",
     )  # fmt: skip
@@ -109,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         max_records=args.max_records, auto_offset_reset=args.auto_offset_reset,
         cancel=spark.sparkContext.cancelAllJobs,
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=heartbeat, **assignors,
-        rebalance_timeout_ms=max(60_000, args.session_timeout_ms * 2),
+        rebalance_timeout_ms=max(60_000, args.session_timeout_ms * 2), metrics=args.metrics,
     )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: pipeline.stop())
     signal.signal(signal.SIGINT, lambda *_: pipeline.stop())

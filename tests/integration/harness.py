@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
 PYTHON = sys.executable
 sys.path.insert(0, str(ROOT / "tools"))
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05) -> Any:
@@ -257,6 +265,39 @@ class Member:
     def cpu_seconds(self) -> float:
         """CPU used so far by this member's process and its children (kcat's wrapper)."""
         return cpu_seconds(self.proc.pid)
+
+
+class SidecarProcess:
+    """`kgroups sidecar` as a subprocess with an assignment file and local HTTP (whose
+    address it prints on its first line)."""
+
+    def __init__(self, coordinator: Coordinator, name: str, strategy: str, tmp: Path,
+                 timeouts: tuple[str, ...] = ("--session-timeout-ms", "4000",
+                                              "--heartbeat-interval-ms", "300",
+                                              "--rebalance-timeout-ms", "15000"),
+                 *, group: str = "apps", topics: str = "jobs", extra: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.name = name
+        self.file = tmp / f"{name}.json"
+        self.proc = subprocess.Popen(
+            [
+                PYTHON, "-m", "kgroups", "sidecar", "--bootstrap", coordinator.bootstrap,
+                "--group", group, "--topics", topics, "--strategy", strategy,
+                "--assignment-file", str(self.file), "--http", "127.0.0.1:0", *timeouts, *extra,
+            ],
+            stdout=subprocess.PIPE, stderr=(tmp / f"{name}.log").open("ab"), cwd=ROOT,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        self.address: str = json.loads(line)["http"]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
 
 
 def converged(members: Iterable[Member], partitions: set[tuple[str, int]]) -> int | None:

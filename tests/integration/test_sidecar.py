@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from kgroups import admin
-from tests.integration.harness import PYTHON, ROOT, Coordinator, wait_until
+from tests.integration.harness import PYTHON, ROOT, Coordinator, SidecarProcess, wait_until
 
 
 async def end_offsets(coordinator: Coordinator, topic: str, partitions: int) -> dict[int, int]:
@@ -42,35 +42,6 @@ def http(address: str, method: str, path: str, body: Any = None) -> tuple[int, A
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-class SidecarProcess:
-    def __init__(self, coordinator: Coordinator, name: str, strategy: str, tmp: Path,
-                 timeouts: tuple[str, ...] = ("--session-timeout-ms", "4000",
-                                              "--heartbeat-interval-ms", "300",
-                                              "--rebalance-timeout-ms", "15000")) -> None:  # fmt: skip
-        self.name = name
-        self.file = tmp / f"{name}.json"
-        self.proc = subprocess.Popen(
-            [
-                PYTHON, "-m", "kgroups", "sidecar", "--bootstrap", coordinator.bootstrap,
-                "--group", "apps", "--topics", "jobs", "--strategy", strategy,
-                "--assignment-file", str(self.file), "--http", "127.0.0.1:0", *timeouts,
-            ],
-            stdout=subprocess.PIPE, stderr=(tmp / f"{name}.log").open("wb"), cwd=ROOT,
-        )  # fmt: skip
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        self.address: str = json.loads(line)["http"]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
 
 
 DRAIN = 0.3

@@ -2,6 +2,8 @@
 
 `GroupMember` (asyncio) and `SyncGroupMember` (threads) join a consumer group on the
 kgroups coordinator or any Kafka broker; `assignors` holds the partition assignors.
+Members report Kafka's consumer-coordinator metrics to a prometheus_client registry
+(`metrics`; pass `registry=`, default prometheus_client's).
 """
 
 from kgroups.client.errors import (

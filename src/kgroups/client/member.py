@@ -43,7 +43,11 @@ Commits may be pinned to the generation the work belongs to (`commit(..., genera
 a batch planned in generation g can only commit while g is still the member's generation,
 checked on the member's loop and fenced again by the coordinator.
 
-Time comes only from the event loop.
+Kafka's consumer-coordinator metrics (`metrics.MemberMetrics`) are recorded where Java's
+sensors record them, into the registry the application passes (`registry`, default
+prometheus_client's), labelled by group.
+
+Time comes only from the event loop (the metrics' timestamps aside: `wall_clock`).
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from kgroups.client import assignors as registry
+from prometheus_client import CollectorRegistry
+
+from kgroups.client import assignors as known_assignors
 from kgroups.client.assignors.spec import Assignor
 from kgroups.client.errors import (
     CommitError,
@@ -73,6 +79,7 @@ from kgroups.client.link import (
 )
 from kgroups.client.listener import Callback, Partitions, RebalanceListener, invoke
 from kgroups.client.metadata import subscription_metadata
+from kgroups.client.metrics import MemberMetrics
 from kgroups.client.offsets import (
     Offsets,
     commit_errors,
@@ -162,14 +169,19 @@ class GroupMember:
         client_id: str = "kgroups",
         listener: RebalanceListener | None = None,
         connect: Connector | None = None,
+        registry: CollectorRegistry | None = None,
+        wall_clock: Callable[[], float] | None = None,
     ) -> None:
+        """Kafka's consumer settings, with Kafka's defaults; `registry` receives the
+        member's metrics (default: prometheus_client's REGISTRY) and `wall_clock` gives
+        their timestamps (unix seconds, default `time.time`)."""
         if not group_id:
             raise ValueError("group_id must not be empty")
         self.group_id = group_id
         self.topics = tuple(sorted(set(topics)))
         if not self.topics:
             raise ValueError("subscribe to at least one topic")
-        self.assignors = [registry.get(a) if isinstance(a, str) else a for a in assignors]
+        self.assignors = [known_assignors.get(a) if isinstance(a, str) else a for a in assignors]
         if not self.assignors:
             raise ValueError("configure at least one assignor")
         if heartbeat_interval_ms >= session_timeout_ms:
@@ -224,6 +236,9 @@ class GroupMember:
         self._tasks: list[asyncio.Task[None]] = []
         self._round: asyncio.Task[None] | None = None
         self._closed: asyncio.Future[None] | None = None
+        self._stats = MemberMetrics.of(registry).member(
+            group_id, lambda: (self.generation, len(self._owned)), wall_clock
+        )
 
     # -- what the application sees ------------------------------------------------------
 
@@ -320,6 +335,18 @@ class GroupMember:
         `RebalanceInProgressError` while a JoinGroup or SyncGroup is in flight (commit
         again once it completes), `CoordinatorUnavailable` when it cannot be reached."""
         self._raise_if_failed()
+        try:
+            await self._commit(offsets, generation, log_ends)
+        except (MemberError, CoordinatorUnavailable):
+            self._stats.commit_failed()
+            raise
+
+    async def _commit(
+        self,
+        offsets: Offsets,
+        generation: int | None,
+        log_ends: Mapping[TopicPartition, int] | None,
+    ) -> None:
         current, member_id, state = self.generation, self.member_id, self.state
         if (
             generation is not None
@@ -341,7 +368,11 @@ class GroupMember:
         body = commit_request(
             self.group_id, current, member_id, self.instance_id, offsets, log_ends
         )
-        failed = commit_errors(await self._link.request(body, OffsetCommitResponse))
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        response = await self._link.request(body, OffsetCommitResponse)
+        self._stats.committed(loop.time() - sent)
+        failed = commit_errors(response)
         if failed:
             self._commit_failed(failed, current, member_id)
 
@@ -427,7 +458,7 @@ class GroupMember:
         if held and valid:
             self._owned, self._revoking = frozenset(), held
             # Run as the round, so that a loss (a deadline, a fencing answer) interrupts it.
-            self._round = asyncio.create_task(invoke(self.listener, "on_partitions_revoked", held))
+            self._round = asyncio.create_task(self._invoke("on_partitions_revoked", held))
             try:
                 await self._round
                 held = frozenset()
@@ -453,6 +484,7 @@ class GroupMember:
                 await self._link.request(body, LeaveGroupResponse, timeout=5)
         await self._link.close()
         self._fatal = self._failing
+        self._stats.close()
         self._transition(S.CLOSED)
 
     # -- the tasks --------------------------------------------------------------------------
@@ -518,6 +550,7 @@ class GroupMember:
             generation, member_id = self.generation, self.member_id
             body = heartbeat_request(self.group_id, generation, member_id, self.instance_id)
             sent = loop.time()
+            self._stats.heartbeat_sent()
             try:
                 response = await self._link.heartbeat(
                     body, HeartbeatResponse, timeout=max(self.heartbeat_interval, 1.0)
@@ -525,6 +558,7 @@ class GroupMember:
             except CoordinatorUnavailable as exc:
                 log.debug("%s: heartbeat failed: %s", self.group_id, exc)
                 continue
+            self._stats.heartbeat_answered(loop.time() - sent)
             if (generation, member_id) != (self.generation, self.member_id):
                 # Java's generationUnchanged(): the member moved on while this answer was
                 # in flight; acting on it would reset the new generation.
@@ -585,6 +619,17 @@ class GroupMember:
         self._transition(S.PREPARING)
         await self._prepare()
         self._transition(S.JOINING)
+        try:
+            assignment = await self._rebalance()
+        except (Exception, asyncio.CancelledError):
+            if not self._closing:  # a failed attempt; the rebalance goes on with the next
+                self._stats.rebalance_failed()
+            raise
+        self._stats.rebalance_completed(asyncio.get_running_loop().time())
+        await self._complete(assignment)
+
+    async def _rebalance(self) -> Assignment:
+        """JoinGroup, the leader's assignment, SyncGroup: this member's new assignment."""
         response, sent = await self._join()
         self.generation = response.generation_id
         self.member_id = response.member_id
@@ -599,17 +644,19 @@ class GroupMember:
             )
         body = sync_request(self.group_id, self.generation, self.member_id, self.instance_id,
                             self.protocol_name, assignments)  # fmt: skip
-        sent = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
         sync = await self._link.request(
             body, SyncGroupResponse, timeout=self.rebalance_timeout_ms / 1000 + 5
         )
         self._check_group_response("sync", sync.error_code)
+        self._stats.synced(loop.time() - sent)
         try:
             assignment = decode_assignment(sync.assignment)
         except ConsumerProtocolError as exc:
             raise _Rejoin(f"unreadable assignment from the leader: {exc}", backoff=True) from exc
         self._proven(sent, stable=True)
-        await self._complete(assignment)
+        return assignment
 
     async def _prepare(self) -> None:
         """Java's onJoinPrepare: lose everything after a reset, else revoke per protocol."""
@@ -618,7 +665,7 @@ class GroupMember:
             self._owned = self._revoking = frozenset()
             self._rearm_session_deadline()
             if lost:
-                await invoke(self.listener, "on_partitions_lost", lost)
+                await self._invoke("on_partitions_lost", lost)
         elif self.protocol == "eager":
             await self._revoke(self._owned)
         else:
@@ -631,7 +678,7 @@ class GroupMember:
             return
         self._owned -= partitions
         self._revoking |= partitions
-        await invoke(self.listener, "on_partitions_revoked", partitions)
+        await self._invoke("on_partitions_revoked", partitions)
         self._revoking -= partitions
         for tp in partitions:
             self._held_since.pop(tp, None)
@@ -648,6 +695,7 @@ class GroupMember:
             # ends, so the revocation deadline no longer applies.
             self._cancel_timer("rebalance")
             sent = loop.time()
+            self._stats.join_sent(sent)
             response = await self._link.request(
                 body, JoinGroupResponse, timeout=self.rebalance_timeout_ms / 1000 + 5
             )
@@ -655,6 +703,7 @@ class GroupMember:
                 self.member_id = response.member_id
                 continue
             self._check_group_response("join", response.error_code)
+            self._stats.joined(loop.time() - sent)
             return response, sent
 
     def _metadata(self, assignor: Assignor) -> bytes:
@@ -705,7 +754,7 @@ class GroupMember:
         self._transition(S.STABLE)
         self._rearm_session_deadline()
         await self._revoke(revoked)
-        await invoke(self.listener, "on_partitions_assigned", added)
+        await self._invoke("on_partitions_assigned", added)
         if revoked and self.protocol == "cooperative":
             self.request_rejoin(f"revoked {len(revoked)} partitions for the follow-up rebalance")
         if unsubscribed:
@@ -795,9 +844,20 @@ class GroupMember:
     async def _call_quietly(self, name: Callback, partitions: Partitions) -> None:
         """A callback whose failure has nowhere left to go but the log."""
         try:
-            await invoke(self.listener, name, partitions)
+            await self._invoke(name, partitions)
         except MemberError:
             log.exception("%s: %s failed", self.group_id, name)
+
+    async def _invoke(self, name: Callback, partitions: Partitions) -> None:
+        """Call the application's listener (`listener.invoke`), timing the callback."""
+        if getattr(self.listener, name, None) is None:
+            return
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await invoke(self.listener, name, partitions)
+        finally:
+            self._stats.callback(name, loop.time() - started)
 
     def _interrupt_round(self) -> None:
         self._urgent.set()

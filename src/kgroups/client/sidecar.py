@@ -15,6 +15,11 @@ when it has stopped working on revoked partitions:
                       "log_ends", optional, says where the application's source ends, so
                       Kafka's tools show the true end and lag of the group)
     GET  /healthz     200 while the member is alive, 503 once it has failed
+    GET  /metrics     the member's Kafka consumer-coordinator metrics in Prometheus' text
+                      format (kgroups_member_*, labelled by group; `metrics` in this
+                      package), from the sidecar's own registry: scrape this port,
+                      or `--metrics HOST:PORT`, which serves only /metrics and /healthz
+                      (so Prometheus can reach them while this API stays on loopback)
 
 The non-overlap guarantee comes from ordering. When partitions are revoked, the sidecar
 first publishes the assignment without them (listed under "revoking"), then waits for
@@ -48,7 +53,9 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from kgroups.client.errors import (
     CommitError,
@@ -59,6 +66,7 @@ from kgroups.client.errors import (
 )
 from kgroups.client.link import CoordinatorUnavailable
 from kgroups.client.member import GroupMember, Partitions
+from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
 from kgroups.files import write_atomically
 from kgroups.protocol.consumer import partitions_by_topic
 
@@ -71,8 +79,19 @@ def _by_topic(partitions: Partitions) -> dict[str, list[int]]:
     return {t: list(ps) for t, ps in sorted(partitions_by_topic(partitions).items())}
 
 
+class _Text(NamedTuple):
+    """A reply body that is not JSON."""
+
+    content_type: str
+    data: bytes
+
+
 class Sidecar:
-    """Publishes a `GroupMember`'s assignment and gates its revocations on the app."""
+    """Publishes a `GroupMember`'s assignment and gates its revocations on the app.
+
+    `member_factory(sidecar)` makes the member, with the sidecar as its listener and
+    `sidecar.registry` as its metrics registry: a registry of its own (unless given),
+    so that GET /metrics shows this member alone even beside others in one process."""
 
     def __init__(
         self,
@@ -82,7 +101,16 @@ class Sidecar:
         http: tuple[str, int] | None,
         revoke_timeout: float | None,
         close_timeout: float = 10.0,
+        registry: CollectorRegistry | None = None,
+        metrics: tuple[str, int] | None = None,
     ) -> None:
+        """`metrics`: also serve GET /metrics and /healthz there, alone (the address can
+        face Prometheus while `http`, which takes commits, stays on loopback)."""
+        self.registry = CollectorRegistry() if registry is None else registry
+        self._endpoints = HttpEndpoints(
+            {"/metrics": metrics_route(self.registry), "/healthz": probe_route(self._unhealthy)}
+        )
+        self.metrics = metrics
         self.member: GroupMember = member_factory(self)
         self.assignment_file = assignment_file
         self.http = http
@@ -189,10 +217,13 @@ class Sidecar:
     async def _reply(self, writer: asyncio.StreamWriter, status: int, payload: Any) -> None:
         reasons = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
                    409: "Conflict", 503: "Service Unavailable"}  # fmt: skip
-        data = json.dumps(payload, sort_keys=True).encode()
+        if isinstance(payload, _Text):
+            kind, data = payload
+        else:
+            kind, data = "application/json", json.dumps(payload, sort_keys=True).encode()
         head = (
             f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+            f"Content-Type: {kind}\r\nContent-Length: {len(data)}\r\n\r\n"
         )
         writer.write(head.encode() + data)
         await writer.drain()
@@ -201,6 +232,7 @@ class Sidecar:
         routes = {
             ("GET", "/assignment"): self._get_assignment,
             ("GET", "/healthz"): self._healthz,
+            ("GET", "/metrics"): self._metrics,
             ("POST", "/revoked"): self._post_revoked,
             ("POST", "/commit"): self._post_commit,
         }
@@ -216,6 +248,9 @@ class Sidecar:
     async def _healthz(self, body: bytes) -> tuple[int, Any]:
         ok = self.member.state not in ("failed", "closed")
         return (200 if ok else 503), {"state": self.member.state}
+
+    async def _metrics(self, body: bytes) -> tuple[int, Any]:
+        return 200, _Text(CONTENT_TYPE_LATEST, generate_latest(self.registry))
 
     async def _post_revoked(self, body: bytes) -> tuple[int, Any]:
         pending = bool(self._revoking)
@@ -263,9 +298,18 @@ class Sidecar:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    def _unhealthy(self) -> str | None:
+        return None if self.member.error is None else f"member failed: {self.member.error}"
+
+    @property
+    def metrics_port(self) -> int:
+        return self._endpoints.port
+
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until `stop` is set; 0 on a clean stop, 1 if the member failed."""
         await self.start_http()
+        if self.metrics is not None:
+            await self._endpoints.serve(*self.metrics)
         self._publish()
         if self.address is not None:
             print(
@@ -299,4 +343,5 @@ class Sidecar:
             if self._server is not None:
                 self._server.close()
                 await self._server.wait_closed()
+            await self._endpoints.close()
         return code

@@ -24,6 +24,10 @@ and reads again from what the group committed. When the outcome of a commit is u
 (the coordinator went away before answering), the staged output stays: if the commit
 was accepted its metadata names it, and the next turn (or the next owner) publishes it.
 
+What it does is measured (`metrics.SparkMetrics`, in the member's registry): records and
+micro-batches completed, each micro-batch's duration on the member's clock, and the lag
+behind the ends the source reported on each turn.
+
 The loop is the member's rebalance listener. A turn in flight holds a revocation until
 it ends (its commit is still allowed while the member prepares to rejoin), bounded by
 the member's rebalance timeout: past it the member reports the partitions lost. A loss
@@ -41,6 +45,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from prometheus_client import CollectorRegistry
+
 from kgroups.client import (
     CommitFailedError,
     CoordinatorUnavailable,
@@ -51,6 +57,7 @@ from kgroups.client import (
     RebalanceInProgressError,
     TopicPartition,
 )
+from kgroups.spark.metrics import LoopStats, SparkMetrics
 from kgroups.spark.plan import Reset, next_batches, start_offset
 from kgroups.spark.publish import Batch, Outbox
 from kgroups.spark.sources import Source
@@ -79,7 +86,8 @@ async def _in_thread(call: Callable[[], T]) -> T:
 
 
 class BatchLoop:
-    """See the module docstring. `member_options` go to `GroupMember`."""
+    """See the module docstring. `member_options` go to `GroupMember`; `registry` (default
+    prometheus_client's) receives the member's metrics and the loop's."""
 
     def __init__(
         self,
@@ -96,6 +104,7 @@ class BatchLoop:
         poll_interval: float = 0.5,
         cancel: Callable[[], None] = lambda: None,
         blocking: Blocking = _in_thread,
+        registry: CollectorRegistry | None = None,
         **member_options: Any,
     ) -> None:
         self.topic = topic
@@ -109,8 +118,10 @@ class BatchLoop:
         self.cancel = cancel
         self.blocking = blocking
         self.member = GroupMember(
-            bootstrap, group, [topic], listener=self, client_id=name, **member_options
-        )
+            bootstrap, group, [topic], listener=self, client_id=name, registry=registry,
+            **member_options,
+        )  # fmt: skip
+        self.stats = LoopStats(SparkMetrics.of(registry), group, topic)
         self.generation: int | None = None
         """The generation `positions` belong to (None: read committed offsets again)."""
         self.positions: dict[int, int] = {}
@@ -127,6 +138,7 @@ class BatchLoop:
     def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
         self._lost = True
         self.generation = None
+        self.stats.lag(0)  # their lag is no longer this member's
         if not self._idle.is_set():
             log.warning("%s: partitions lost mid-batch: cancelling its Spark jobs", self.name)
             self.cancel()
@@ -158,6 +170,7 @@ class BatchLoop:
 
     async def close(self) -> None:
         await self.member.close()
+        self.stats.close()
 
     async def run_once(self) -> Progress | None:
         """One turn; None when the member holds no generation."""
@@ -181,8 +194,10 @@ class BatchLoop:
             except (CoordinatorUnavailable, RebalanceInProgressError) as exc:
                 log.warning("%s: cannot read where to start yet: %s", self.name, exc)
                 return Progress(generation, [], [])  # nothing done: try again shortly
+        started = asyncio.get_running_loop().time()
         held = await self.blocking(lambda: self.source.offsets(self.topic, mine))
         ends = {p: end for p, (_, end) in held.items()}
+        self._report_lag(ends)
         batches = next_batches(
             self.topic, generation, self.name,
             {p: self.positions[p] for p in mine}, ends, self.max_records,
@@ -200,7 +215,16 @@ class BatchLoop:
             if not self._lost:
                 raise
             return self._drop(batches, "the partitions were lost: the batch was cancelled")
-        return await self._commit(generation, batches, outputs, ends)
+        progress = await self._commit(generation, batches, outputs, ends)
+        if progress.published:
+            self._report_lag(ends)
+            self.stats.completed(sum(b.end - b.start for b in batches),
+                                 asyncio.get_running_loop().time() - started)  # fmt: skip
+        return progress
+
+    def _report_lag(self, ends: Mapping[int, int]) -> None:
+        """The source's ends less where the member is (its committed offsets)."""
+        self.stats.lag(sum(max(end - self.positions.get(p, end), 0) for p, end in ends.items()))
 
     async def _new_generation(self, generation: int, partitions: list[int]) -> None:
         tps = [TopicPartition(self.topic, p) for p in partitions]

@@ -5,11 +5,21 @@ runs it, with its `GroupMember`, on an event loop in a background thread, so tha
 driver's main thread can block in `run()` and stop it from a signal handler. Spark's
 work (reading a batch, the user's `process`) runs in worker threads meanwhile, and the
 member heartbeats through it.
+
+Metrics: the member's and the loop's (`kgroups_member_*`, `kgroups_spark_*`) go to a
+prometheus_client registry (`registry`, default prometheus_client's). A Spark driver has
+no place for them of its own (Spark's metrics system reports the JVM's jobs, and its
+PrometheusServlet only those), so `metrics="HOST:PORT"` serves that registry at
+http://HOST:PORT/metrics from the driver process (prometheus_client's
+`start_http_server`, in a daemon thread); a driver that already serves a registry just
+passes it as `registry`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from prometheus_client import REGISTRY, start_http_server
 
 from kgroups.client import GroupMember
 from kgroups.client.sync import LoopThread
@@ -18,16 +28,39 @@ from kgroups.spark.loop import BatchLoop, Process, Progress
 __all__ = ["Pipeline", "Process", "Progress"]
 
 
-class Pipeline:
-    """Takes `BatchLoop`'s arguments (the member's options among them)."""
+def _address(value: str | tuple[str, int]) -> tuple[str, int]:
+    if isinstance(value, tuple):
+        return value
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"metrics address {value!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
-    def __init__(self, **options: Any) -> None:
+
+class Pipeline:
+    """Takes `BatchLoop`'s arguments (the member's options among them), and `metrics`:
+    HOST:PORT (port 0: any) to serve the metrics on; see the module docstring."""
+
+    def __init__(self, *, metrics: str | tuple[str, int] | None = None, **options: Any) -> None:
+        host, port = _address(metrics) if metrics is not None else ("", 0)
         self._thread = LoopThread("kgroups-spark-loop")
 
         async def make() -> BatchLoop:
             return BatchLoop(**options)
 
         self.loop = self._thread.call(make())
+        self._metrics_server: Any = None
+        self.metrics_address: tuple[str, int] | None = None
+        """Where the metrics are served (the port bound, if 0 was asked for)."""
+        if metrics is not None:
+            registry = options.get("registry") or REGISTRY
+            try:
+                self._metrics_server, _ = start_http_server(port, host, registry=registry)
+            except OSError:
+                self.close()
+                raise
+            bound = self._metrics_server.server_address
+            self.metrics_address = (str(bound[0]), int(bound[1]))
 
     @property
     def member(self) -> GroupMember:
@@ -48,9 +81,16 @@ class Pipeline:
         self._thread.loop.call_soon_threadsafe(self.loop.stop)
 
     def close(self) -> None:
-        """Leave the group (a batch in flight is waited for, within the rebalance timeout)."""
-        if not self._thread.loop.is_closed():
-            try:
-                self._thread.call(self.loop.close())
-            finally:
-                self._thread.close()
+        """Leave the group (a batch in flight is waited for, within the rebalance timeout),
+        then stop serving the metrics."""
+        try:
+            if not self._thread.loop.is_closed():
+                try:
+                    self._thread.call(self.loop.close())
+                finally:
+                    self._thread.close()
+        finally:
+            server, self._metrics_server = self._metrics_server, None
+            if server is not None:
+                server.shutdown()
+                server.server_close()
