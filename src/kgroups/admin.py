@@ -4,15 +4,26 @@ Topics and groups are managed with the standard admin APIs, so the coordinator s
 plain Kafka endpoint: the CLI, the operator and any Kafka admin client do the same thing.
 `Admin` keeps one connection open and reopens it after a failure, which is what a
 long-running caller (the operator polls every group each second) needs; the module-level
-functions are one-shot conveniences for the CLI.
+functions are one-shot conveniences for the CLI. `Cluster` routes requests the way Kafka's
+admin client does (a group's to its coordinator, ListOffsets to partition leaders,
+ListGroups to every broker), so `kgroups group` works against a Kafka cluster as well as
+against kgroups, which is a one-node cluster that answers all of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ast
+import asyncio
+import functools
+import inspect
+import itertools
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import kio.schema.errors
+from kio.schema.consumer_group_describe.v0 import request as cgd
+from kio.schema.consumer_group_describe.v0 import response as cgdr
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_partitions.v3 import response as cpr
 from kio.schema.create_topics.v7 import request as ct
@@ -24,12 +35,20 @@ from kio.schema.delete_topics.v6 import response as dtr
 from kio.schema.describe_configs.v4 import request as dc
 from kio.schema.describe_configs.v4 import response as dcr
 from kio.schema.describe_groups.v5 import request as dgr
+from kio.schema.find_coordinator.v4 import request as fc
+from kio.schema.find_coordinator.v4 import response as fcr
 from kio.schema.incremental_alter_configs.v1 import request as iac
 from kio.schema.incremental_alter_configs.v1 import response as iacr
+from kio.schema.list_groups.v5 import request as lg
+from kio.schema.list_groups.v5 import response as lgr
 from kio.schema.list_offsets.v9 import request as lo
 from kio.schema.list_offsets.v9 import response as lor
 from kio.schema.metadata.v12 import request as md
 from kio.schema.metadata.v12 import response as mdr
+from kio.schema.offset_commit.v8 import request as oc
+from kio.schema.offset_commit.v8 import response as ocr
+from kio.schema.offset_delete.v0 import request as od
+from kio.schema.offset_delete.v0 import response as odr
 from kio.schema.offset_fetch.v8 import request as of
 from kio.schema.offset_fetch.v8 import response as ofr
 
@@ -38,7 +57,7 @@ from kgroups.protocol.client import CoordinatorUnavailable, ReconnectingConnecti
 from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.extensions import DescribeGroupsResponseV5
-from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupState
+from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, NO_GENERATION, GroupState
 
 TIMEOUT_MS = 30_000
 R = TypeVar("R")
@@ -46,6 +65,10 @@ GROUP_RESOURCE = GROUP_RESOURCE_TYPE
 """ConfigResource.Type.GROUP (KIP-848): per-group configs through (Incremental)AlterConfigs."""
 SET, DELETE = 0, 1
 """IncrementalAlterConfigs operations."""
+EARLIEST, LATEST = -2, -1
+"""ListOffsets' special timestamps: the log's start and its end (the high watermark)."""
+TP = tuple[str, int]
+"""A topic partition."""
 
 
 class AdminError(RuntimeError):
@@ -76,10 +99,90 @@ class GroupView:
     members: tuple[MemberView, ...] = field(default_factory=tuple)
     generation: int = -1
     leader: str = ""
+    group_type: str = "classic"
+    """"classic", or "consumer" for a KIP-848 group (Kafka 4): then `generation` is the
+    group epoch, `protocol` the server-side assignor, and there is no leader."""
 
     @property
     def exists(self) -> bool:
         return self.state != GroupState.DEAD.value
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A broker as Metadata and FindCoordinator name it (kgroups is one node, id 0)."""
+
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    """One group as ListGroups lists it."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    group_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A committed offset as OffsetFetch returns it."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """What Metadata says about brokers and topics: who leads each partition."""
+
+    nodes: dict[int, Node]
+    leaders: dict[str, dict[int, int]]
+    """topic -> partition -> leader's node id (-1: no leader now)."""
+    missing: dict[str, ErrorCode]
+    """Topics asked for that the cluster does not serve, with the reason."""
+
+
+@functools.cache
+def _kafka_messages() -> dict[str, str]:
+    """Kafka's message for each error code, which kio keeps as the enum members'
+    docstrings (generated from Kafka's `Errors.java`); Python drops those at runtime,
+    so they are read from kio's source once, when an error is first shown."""
+    try:
+        tree = ast.parse(inspect.getsource(kio.schema.errors))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    messages: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ErrorCode":
+            for assign, doc in itertools.pairwise(node.body):
+                if (
+                    isinstance(assign, ast.Assign)
+                    and isinstance(assign.targets[0], ast.Name)
+                    and isinstance(doc, ast.Expr)
+                    and isinstance(doc.value, ast.Constant)
+                    and isinstance(doc.value.value, str)
+                ):
+                    messages[assign.targets[0].id] = doc.value.value
+    return messages
+
+
+def error_text(code: ErrorCode) -> str:
+    """Kafka's message for a code (`The group is not empty.`), or its name."""
+    return _kafka_messages().get(code.name) or code.name.upper()
+
+
+def error_message(code: ErrorCode) -> str:
+    """`NON_EMPTY_GROUP: The group is not empty.`: Kafka's name and message for a code."""
+    text = _kafka_messages().get(code.name)
+    return f"{code.name.upper()}: {text}" if text else code.name.upper()
 
 
 def _check(code: ErrorCode, message: str | None = None) -> None:
@@ -99,11 +202,16 @@ def _assignment(protocol_type: str, data: bytes) -> dict[str, tuple[int, ...]]:
 class Admin:
     """A reconnecting admin client for one coordinator address."""
 
-    def __init__(self, host: str, port: int, *, client_id: str = "kgroups-admin") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "kgroups-admin",
+        timeout: float = TIMEOUT_MS / 1000 + 5,
+    ) -> None:
         self.host, self.port = host, port
-        self._conn = ReconnectingConnection(
-            fixed(host, port), client_id=client_id, timeout=TIMEOUT_MS / 1000 + 5
-        )
+        self._conn = ReconnectingConnection(fixed(host, port), client_id=client_id, timeout=timeout)
 
     async def __aenter__(self) -> Admin:
         return self
@@ -175,33 +283,170 @@ class Admin:
             _check(p.error_code)
         return {p.partition_index: p.offset for p in topic.partitions}
 
+    async def topology(self, topics: Iterable[str] | None = None) -> Topology:
+        """Brokers, and the leader of every partition of `topics` (all topics for None)."""
+        names = None if topics is None else [{"name": n} for n in sorted(set(topics))]
+        req = build(md.MetadataRequest, {"topics": names, "allow_auto_topic_creation": False})
+        response = await self.request(req, mdr.MetadataResponse)
+        nodes = {
+            int(b.node_id): Node(int(b.node_id), b.host, int(b.port)) for b in response.brokers
+        }
+        leaders: dict[str, dict[int, int]] = {}
+        missing: dict[str, ErrorCode] = {}
+        for t in response.topics:
+            if t.error_code is ErrorCode.none:
+                leaders[t.name or ""] = {
+                    int(p.partition_index): int(p.leader_id) for p in t.partitions
+                }
+            else:
+                missing[t.name or ""] = t.error_code
+        return Topology(nodes, leaders, missing)
+
+    async def list_offsets(self, specs: Mapping[TP, int]) -> dict[TP, int | ErrorCode]:
+        """ListOffsets (read uncommitted, as Kafka's admin does): per partition, the
+        offset for its timestamp (EARLIEST, LATEST or milliseconds; -1 when no record is
+        that new), or the partition's error. Send it to the partitions' leader."""
+        topics: dict[str, list[dict[str, int]]] = {}
+        for (topic, partition), timestamp in sorted(specs.items()):
+            topics.setdefault(topic, []).append(
+                {"partition_index": partition, "timestamp": timestamp}
+            )
+        req = build(
+            lo.ListOffsetsRequest,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        response = await self.request(req, lor.ListOffsetsResponse)
+        return {
+            (t.name, int(p.partition_index)): (
+                int(p.offset) if p.error_code is ErrorCode.none else p.error_code
+            )
+            for t in response.topics
+            for p in t.partitions
+        }
+
     # --- groups -----------------------------------------------------------------------------
 
-    async def describe_group(self, group_id: str) -> GroupView:
-        req = build(dgr.DescribeGroupsRequest, {"groups": [group_id]})
-        g = (await self.request(req, DescribeGroupsResponseV5)).groups[0]
-        if g.error_code is ErrorCode.group_id_not_found:
-            return GroupView(group_id, GroupState.DEAD.value, "", "")
-        _check(g.error_code)
-        members = tuple(
-            MemberView(
-                member_id=m.member_id,
-                instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                host=m.client_host,
-                assignment=_assignment(g.protocol_type, m.member_assignment),
+    async def find_coordinators(self, group_ids: Collection[str]) -> dict[str, Node | ErrorCode]:
+        """FindCoordinator (batched, v4+): each group's coordinator, or why there is none."""
+        req = build(fc.FindCoordinatorRequest, {"key_type": 0, "coordinator_keys": list(group_ids)})
+        response = await self.request(req, fcr.FindCoordinatorResponse)
+        return {
+            c.key: (
+                Node(int(c.node_id), c.host, int(c.port))
+                if c.error_code is ErrorCode.none
+                else c.error_code
             )
-            for m in g.members
+            for c in response.coordinators
+        }
+
+    async def describe_group(self, group_id: str) -> GroupView:
+        (view,) = await self.describe_groups([group_id])
+        return view
+
+    async def describe_groups(self, group_ids: Collection[str]) -> list[GroupView]:
+        """DescribeGroups for several groups at once; a group the server does not know is
+        Dead (Kafka answers so before v6; kgroups answers GROUP_ID_NOT_FOUND from v6)."""
+        req = build(dgr.DescribeGroupsRequest, {"groups": list(group_ids)})
+        views = []
+        for g in (await self.request(req, DescribeGroupsResponseV5)).groups:
+            if g.error_code is ErrorCode.group_id_not_found:
+                views.append(GroupView(g.group_id, GroupState.DEAD.value, "", ""))
+                continue
+            _check(g.error_code, f"group {g.group_id!r}")
+            members = tuple(
+                MemberView(
+                    member_id=m.member_id,
+                    instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    host=m.client_host,
+                    assignment=_assignment(g.protocol_type, m.member_assignment),
+                )
+                for m in g.members
+            )
+            views.append(
+                GroupView(
+                    g.group_id,
+                    g.group_state,
+                    g.protocol_type,
+                    g.protocol_data,
+                    members,
+                    int(g.generation_id),
+                    g.leader_id,
+                )
+            )
+        return views
+
+    async def describe_consumer_groups(self, group_ids: Collection[str]) -> list[GroupView]:
+        """ConsumerGroupDescribe (KIP-848): groups of Kafka 4's consumer protocol, which
+        DescribeGroups calls Dead. kgroups has classic groups only and does not serve it:
+        ask only for groups ListGroups calls "consumer"."""
+        req = build(
+            cgd.ConsumerGroupDescribeRequest,
+            {"group_ids": list(group_ids), "include_authorized_operations": False},
         )
-        return GroupView(
-            g.group_id,
-            g.group_state,
-            g.protocol_type,
-            g.protocol_data,
-            members,
-            int(g.generation_id),
-            g.leader_id,
+        views = []
+        for g in (await self.request(req, cgdr.ConsumerGroupDescribeResponse)).groups:
+            if g.error_code is ErrorCode.group_id_not_found:
+                views.append(GroupView(g.group_id, GroupState.DEAD.value, "", ""))
+                continue
+            _check(g.error_code, g.error_message or f"group {g.group_id!r}")
+            members = tuple(
+                MemberView(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    host=m.client_host,
+                    assignment={
+                        tp.topic_name: tuple(int(p) for p in tp.partitions)
+                        for tp in m.assignment.topic_partitions
+                    },
+                )
+                for m in g.members
+            )
+            views.append(
+                GroupView(
+                    g.group_id,
+                    g.group_state,
+                    "consumer",
+                    g.assignor_name,
+                    members,
+                    generation=int(g.group_epoch),
+                    group_type="consumer",
+                )
+            )
+        return views
+
+    async def list_groups(
+        self, states: Collection[str] = (), types: Collection[str] = ()
+    ) -> list[ListedGroup]:
+        """ListGroups, filtered by state and type on the server (v4/v5 filters)."""
+        req = build(
+            lg.ListGroupsRequest, {"states_filter": list(states), "types_filter": list(types)}
         )
+        response = await self.request(req, lgr.ListGroupsResponse)
+        _check(response.error_code)
+        return [
+            ListedGroup(g.group_id, g.group_state, g.protocol_type, g.group_type)
+            for g in response.groups
+        ]
+
+    async def offsets(self, group_id: str) -> dict[TP, Committed]:
+        """Every committed offset of the group, with its leader epoch and metadata."""
+        req = build(of.OffsetFetchRequest, {"groups": [{"group_id": group_id, "topics": None}]})
+        group = (await self.request(req, ofr.OffsetFetchResponse)).groups[0]
+        _check(group.error_code, f"group {group_id!r}")
+        return {
+            (t.name, int(p.partition_index)): Committed(
+                int(p.committed_offset), int(p.committed_leader_epoch), p.metadata or ""
+            )
+            for t in group.topics
+            for p in t.partitions
+            if p.error_code is ErrorCode.none and p.committed_offset >= 0
+        }
 
     async def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
         """Every committed offset of the group (OffsetFetch for all topics)."""
@@ -217,9 +462,64 @@ class Admin:
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups; returns the group's error code (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND...)."""
-        req = build(dg.DeleteGroupsRequest, {"groups_names": [group_id]})
-        code: ErrorCode = (await self.request(req, dgrr.DeleteGroupsResponse)).results[0].error_code
-        return code
+        return (await self.delete_groups([group_id]))[group_id]
+
+    async def delete_groups(self, group_ids: Collection[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups for several groups; each group's error code."""
+        req = build(dg.DeleteGroupsRequest, {"groups_names": list(group_ids)})
+        response = await self.request(req, dgrr.DeleteGroupsResponse)
+        return {r.group_id: r.error_code for r in response.results}
+
+    async def commit_offsets(self, group_id: str, offsets: Mapping[TP, int]) -> dict[TP, ErrorCode]:
+        """OffsetCommit as an admin, not a member (generation -1, no member id), which a
+        coordinator accepts only while the group has no members; each partition's code."""
+        topics: dict[str, list[dict[str, object]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": "",
+                }
+            )
+        req = build(
+            oc.OffsetCommitRequest,
+            {
+                "group_id": group_id,
+                "generation_id_or_member_epoch": NO_GENERATION,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        response = await self.request(req, ocr.OffsetCommitResponse)
+        return {
+            (t.name, int(p.partition_index)): p.error_code
+            for t in response.topics
+            for p in t.partitions
+        }
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[TP]
+    ) -> tuple[ErrorCode, dict[TP, ErrorCode]]:
+        """OffsetDelete: the group-level code and each partition's."""
+        topics: dict[str, list[dict[str, int]]] = {}
+        for topic, partition in sorted(set(partitions)):
+            topics.setdefault(topic, []).append({"partition_index": partition})
+        req = build(
+            od.OffsetDeleteRequest,
+            {
+                "group_id": group_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        response = await self.request(req, odr.OffsetDeleteResponse)
+        return response.error_code, {
+            (t.name, int(p.partition_index)): p.error_code
+            for t in response.topics
+            for p in t.partitions
+        }
 
     async def alter_group_configs(self, group_id: str, configs: Mapping[str, int | None]) -> None:
         """Set (or, for None, remove) per-group overrides of coordinator settings."""
@@ -263,6 +563,172 @@ class Admin:
         result = (await self.request(req, dcr.DescribeConfigsResponse)).results[0]
         _check(result.error_code, result.error_message)
         return {c.name: c.value or "" for c in result.configs}
+
+
+RETRY_COORDINATOR = frozenset(
+    {
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.not_coordinator,
+    }
+)
+"""FindCoordinator answers that mean "not yet": a fresh Kafka creates its offsets topic
+on first use and answers COORDINATOR_NOT_AVAILABLE meanwhile."""
+
+
+class Cluster:
+    """Admin requests routed the way Kafka's admin client routes them, for any cluster.
+
+    A group's requests go to its coordinator (FindCoordinator), ListOffsets to each
+    partition's leader (Metadata), ListGroups to every broker. A kgroups coordinator is a
+    one-node cluster that coordinates every group and leads every partition, so all of
+    it lands on one connection; a Kafka cluster spreads it over its brokers. When
+    Metadata names a single broker, it is reached through the bootstrap connection
+    whatever address it advertises: the address the user reached it by (a port-forward,
+    a load balancer) is the one that works from where they are.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout_ms: int = TIMEOUT_MS,
+        client_id: str = "kgroups-admin",
+        bootstrap: Admin | None = None,
+    ) -> None:
+        """`bootstrap`: an open connection to `host:port` to use instead of a new one (the
+        operator's shared, reconnecting client); `close()` leaves it to its owner."""
+        self.timeout_ms = timeout_ms
+        self._client_id = client_id
+        self._owns_bootstrap = bootstrap is None
+        self._bootstrap = bootstrap or Admin(
+            host, port, client_id=client_id, timeout=timeout_ms / 1000
+        )
+        self._admins: dict[int, Admin] = {}
+        self._nodes: dict[int, Node] | None = None
+
+    async def __aenter__(self) -> Cluster:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        owned = [self._bootstrap] if self._owns_bootstrap else []
+        for admin in (*owned, *self._admins.values()):
+            await admin.close()
+
+    async def topology(self, topics: Iterable[str] | None = None) -> Topology:
+        topology = await self._bootstrap.topology(topics)
+        self._nodes = topology.nodes
+        return topology
+
+    async def nodes(self) -> dict[int, Node]:
+        if self._nodes is None:
+            return (await self.topology([])).nodes
+        return self._nodes
+
+    async def admin(self, node: Node) -> Admin:
+        """The connection to `node`."""
+        if len(await self.nodes()) <= 1:
+            return self._bootstrap
+        admin = self._admins.get(node.node_id)
+        if admin is None:
+            admin = Admin(
+                node.host, node.port, client_id=self._client_id, timeout=self.timeout_ms / 1000
+            )
+            self._admins[node.node_id] = admin
+        return admin
+
+    async def coordinators(self, group_ids: Collection[str]) -> dict[str, Node]:
+        """Each group's coordinator, asking again while the cluster has none yet."""
+        wanted = list(dict.fromkeys(group_ids))
+        found: dict[str, Node] = {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000
+        while len(found) < len(wanted):
+            asked = [g for g in wanted if g not in found]
+            for group_id, answer in (await self._bootstrap.find_coordinators(asked)).items():
+                if isinstance(answer, Node):
+                    found[group_id] = answer
+                elif answer not in RETRY_COORDINATOR or loop.time() >= deadline:
+                    raise AdminError(answer, f"no coordinator for group {group_id!r}")
+            if len(found) < len(wanted):
+                await asyncio.sleep(0.2)
+        return found
+
+    async def group_admin(self, group_id: str) -> tuple[Node, Admin]:
+        """The coordinator of `group_id`, and the connection to it."""
+        node = (await self.coordinators([group_id]))[group_id]
+        return node, await self.admin(node)
+
+    async def list_groups(
+        self, states: Collection[str] = (), types: Collection[str] = ()
+    ) -> list[ListedGroup]:
+        """Every broker's groups (each lists those it coordinates), by group id."""
+        admins = {id(a): a for a in [await self.admin(n) for n in (await self.nodes()).values()]}
+        listed: dict[str, ListedGroup] = {}
+        for admin in admins.values() or [self._bootstrap]:
+            for group in await admin.list_groups(states, types):
+                listed[group.group_id] = group
+        return [listed[g] for g in sorted(listed)]
+
+    async def describe_groups(
+        self, group_ids: Collection[str]
+    ) -> dict[str, tuple[Node, GroupView]]:
+        """DescribeGroups at each group's coordinator, batched per coordinator; a group
+        it calls Dead that ListGroups lists as a KIP-848 "consumer" group is described by
+        ConsumerGroupDescribe instead (Kafka's admin client asks the other way round)."""
+        coordinators = await self.coordinators(group_ids)
+        by_node: dict[Node, list[str]] = {}
+        for group_id, node in coordinators.items():
+            by_node.setdefault(node, []).append(group_id)
+        described: dict[str, tuple[Node, GroupView]] = {}
+        for node, ids in by_node.items():
+            admin = await self.admin(node)
+            views = await admin.describe_groups(ids)
+            dead = {v.group_id for v in views if not v.exists}
+            if dead:
+                listed = await admin.list_groups(types=("Consumer",))
+                new = [g.group_id for g in listed if g.group_id in dead]
+                views += await admin.describe_consumer_groups(new) if new else []
+            for view in views:  # a KIP-848 group's view comes after its Dead one
+                described[view.group_id] = (node, view)
+        return described
+
+    async def delete_groups(self, group_ids: Collection[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups at each group's coordinator; each group's error code, in the
+        order asked."""
+        by_node: dict[Node, list[str]] = {}
+        for group_id, node in (await self.coordinators(group_ids)).items():
+            by_node.setdefault(node, []).append(group_id)
+        codes: dict[str, ErrorCode] = {}
+        for node, ids in by_node.items():
+            codes |= await (await self.admin(node)).delete_groups(ids)
+        return {g: codes.get(g, ErrorCode.unknown_server_error) for g in dict.fromkeys(group_ids)}
+
+    async def list_offsets(self, specs: Mapping[TP, int]) -> dict[TP, int | ErrorCode]:
+        """`Admin.list_offsets` sent to each partition's leader; a partition of a topic
+        the cluster lacks, or one without a leader now, gets that error."""
+        if not specs:
+            return {}
+        topology = await self.topology({topic for topic, _ in specs})
+        out: dict[TP, int | ErrorCode] = {}
+        by_leader: dict[int, dict[TP, int]] = {}
+        for (topic, partition), timestamp in specs.items():
+            leader = topology.leaders.get(topic, {}).get(partition)
+            if topic in topology.missing:
+                out[(topic, partition)] = topology.missing[topic]
+            elif leader is None:
+                out[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+            elif leader not in topology.nodes:
+                out[(topic, partition)] = ErrorCode.leader_not_available
+            else:
+                by_leader.setdefault(leader, {})[(topic, partition)] = timestamp
+        for leader, asked in by_leader.items():
+            out |= await (await self.admin(topology.nodes[leader])).list_offsets(asked)
+        return out
 
 
 # --- one-shot helpers for the CLI ----------------------------------------------------------

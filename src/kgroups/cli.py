@@ -2,7 +2,9 @@
 
 `kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
 `kgroups topic create|list|delete` manage its topics through the Kafka admin APIs, the
-same way any Kafka admin client can; `kgroups assign` shows what an assignor would do.
+same way any Kafka admin client can; `kgroups group list|describe|reset-offsets|delete|
+delete-offsets` are Kafka's kafka-consumer-groups, for kgroups or any Kafka cluster;
+`kgroups assign` shows what an assignor would do.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
 from kgroups.files import say_why_stopped
+from kgroups.groupcli import group_app
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topic_app = typer.Typer(no_args_is_help=True, help="Create, list and delete topics.")
 app.add_typer(topic_app, name="topic")
+app.add_typer(group_app, name="group")
 
 
 def parse_address(value: str, default_port: int = 9092) -> tuple[str, int]:
@@ -53,7 +57,10 @@ def coordinator(
     ] = None,
     metrics: Annotated[
         str | None,
-        typer.Option(help="Serve Prometheus metrics at http://HOST:PORT/metrics."),
+        typer.Option(
+            help="Serve http://HOST:PORT/metrics (Prometheus), /healthz (alive) and /readyz "
+            "(store replayed, listening)."
+        ),
     ] = None,
     initial_rebalance_delay_ms: Annotated[
         int, typer.Option(help=GroupConfig.INITIAL_REBALANCE_DELAY_MS)
@@ -266,7 +273,11 @@ def sidecar(
         Path | None, typer.Option(help="Write the assignment here (atomically) on every change.")
     ] = None,
     http: Annotated[
-        str | None, typer.Option(help="Serve GET /assignment etc. on HOST:PORT (port 0: any).")
+        str | None,
+        typer.Option(
+            help="Serve GET /assignment, POST /revoked, POST /commit, GET /healthz and "
+            "GET /metrics (Prometheus) on HOST:PORT (port 0: any)."
+        ),
     ] = None,
     strategy: Annotated[
         str, typer.Option(help="Assignors in preference order, comma-separated.")
@@ -298,6 +309,13 @@ def sidecar(
             "the group (the application may be shutting down too; Kafka's close timeout)."
         ),
     ] = 10_000,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            help="Also serve only GET /metrics and /healthz on HOST:PORT, for Prometheus "
+            "(--http, which takes commits, can then stay on 127.0.0.1)."
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """Run a group member for an application in another process (file and HTTP API)."""
@@ -318,7 +336,7 @@ def sidecar(
             assignors=[s for s in strategy.split(",") if s], instance_id=instance_id, rack=rack,
             session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
-            listener=listener,
+            listener=listener, registry=listener.registry,
         )  # fmt: skip
 
     async def run() -> int:
@@ -328,7 +346,8 @@ def sidecar(
             loop.add_signal_handler(sig, stop.set)
         revoke = None if revoke_timeout_ms is None else revoke_timeout_ms / 1000
         car = Sidecar(make_member, assignment_file=assignment_file, http=address,
-                      revoke_timeout=revoke, close_timeout=close_timeout_ms / 1000)  # fmt: skip
+                      revoke_timeout=revoke, close_timeout=close_timeout_ms / 1000,
+                      metrics=parse_address(metrics) if metrics else None)  # fmt: skip
         return await car.run(stop)
 
     try:
@@ -358,6 +377,10 @@ def operator(
             help="Serve kopf's liveness probe at this URL, e.g. http://0.0.0.0:8080/healthz."
         ),
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(help="Serve the operator's Prometheus metrics at http://HOST:PORT/metrics."),
+    ] = None,
 ) -> None:
     """Run the operator: Topics and ConsumerGroups (kgroups.io/v1alpha1) reconciled against
     the coordinator, live group state mirrored into their status. Credentials come from the
@@ -371,7 +394,15 @@ def operator(
     )
     address = parse_address(coordinator)
     namespaces = namespace or ([] if all_namespaces else ["default"])
-    asyncio.run(run(address, namespaces=namespaces, clusterwide=all_namespaces, liveness=liveness))
+    asyncio.run(
+        run(
+            address,
+            namespaces=namespaces,
+            clusterwide=all_namespaces,
+            liveness=liveness,
+            metrics=parse_address(metrics) if metrics else None,
+        )
+    )
 
 
 def main() -> None:
