@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kgroups.admin import Admin
 from tests.e2e.kube import ControlPlane, Operator, condition
-from tests.integration.harness import ROOT, Coordinator, Member, wait_until
+from tests.integration.harness import ROOT, Coordinator, Member, free_port, wait_until
 
 EXAMPLES = ROOT / "examples" / "k8s"
 SESSION_MS = 4000
@@ -349,3 +351,53 @@ def test_settings_the_coordinator_refuses_are_a_condition_until_fixed(
                20, "the fixed settings applied", poll=0.2)  # fmt: skip
     applied = asyncio.run(configs())
     assert (applied["group.min.session.timeout.ms"], applied["group.max.size"]) == ("1000", "50")
+
+
+def _operator_metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert "_created" not in text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_the_operators_metrics_count_its_work_and_its_failures(
+    controlplane: ControlPlane, coordinator: Coordinator, namespace: str, tmp_path: Path
+) -> None:
+    """Reconciles, status patches, coordinator round trips and watched objects, scraped
+    from `kgroups operator --metrics` while it works, while the coordinator is down, and
+    after the objects are deleted."""
+    cp, ns, port = controlplane, namespace, free_port()
+    op = Operator(cp.kubeconfig, coordinator.bootstrap, tmp_path / "operator.log",
+                  "--namespace", ns, "--metrics", f"127.0.0.1:{port}")  # fmt: skip
+    try:
+        cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+        cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
+        wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
+                   30, "the group's status", poll=0.5)  # fmt: skip
+        seen = _operator_metrics(port)
+        cg, kt = (("kind", "ConsumerGroup"),), (("kind", "Topic"),)
+        assert seen["kgroups_operator_watched_objects", cg] == 1
+        assert seen["kgroups_operator_watched_objects", kt] == 1
+        assert seen["kgroups_operator_reconciles_total", cg] >= 1
+        assert seen["kgroups_operator_reconciles_total", kt] >= 1
+        assert seen["kgroups_operator_reconcile_errors_total", cg] == 0
+        patches = seen["kgroups_operator_status_patches_total", cg]
+        assert patches >= 1
+        assert seen["kgroups_operator_status_patch_duration_seconds_count", cg] == patches
+        for api in ("DescribeGroups", "OffsetFetch", "Metadata"):
+            assert seen["kgroups_operator_coordinator_request_duration_seconds_count",
+                        (("api", api),)] >= 1  # fmt: skip
+
+        coordinator.stop()
+        wait_until(lambda: _operator_metrics(port)["kgroups_operator_reconcile_errors_total", cg]
+                   >= 2, 20, "failed reconciles to be counted", poll=0.5)  # fmt: skip
+        coordinator.start()
+        cp.kubectl("delete", "-n", ns, "cg", "billing", "--wait=true")
+        wait_until(lambda: _operator_metrics(port)["kgroups_operator_watched_objects", cg] == 0,
+                   30, "the deleted group to leave the watch", poll=0.5)  # fmt: skip
+        assert _operator_metrics(port)["kgroups_operator_watched_objects", kt] == 1
+    finally:
+        op.stop()

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
+import pytest
+
 from kgroups.admin import GroupView, MemberView
+from kgroups.groupcli.reset import Reset, Scope, Spec
 from kgroups.operator.access import NEEDED, AccessWatch, allowed, review
 from kgroups.operator.handlers import _status_patch, backoff
+from kgroups.operator.models import OffsetRequestAction, OffsetRequestResult
+from kgroups.operator.requests import (
+    MAX_PLAN,
+    Done,
+    Invalid,
+    OffsetRequest,
+    TopicScope,
+    find,
+    finished,
+    interrupted,
+    invalid,
+    parse_request,
+    planned,
+    push,
+    running,
+    text_id,
+    to_reset,
+)
 from kgroups.operator.status import (
     MAX_MEMBERS,
     MAX_OFFSETS,
@@ -149,3 +171,142 @@ def test_access_changes_are_said_once_each() -> None:
         "verb": "get",
     }  # no namespace: asked cluster-wide
     assert allowed({"status": {"allowed": True}}) and not allowed({"status": {}})
+
+
+# --- offset requests (kubectl kgroups reset-offsets / delete-offsets) -----------------------
+
+
+def _request(**fields: Any) -> str:
+    base = {"id": "r-1", "action": "reset", "scenario": "to-earliest", "allTopics": True,
+            "requestedBy": "alice", "requestedAt": "2026-01-01T12:00:00.000Z"}  # fmt: skip
+    return json.dumps({k: v for k, v in {**base, **fields}.items() if v is not None})
+
+
+def test_the_poll_keeps_the_request_records_and_reports_lag() -> None:
+    """The once-a-second status is recomputed from the coordinator: it must leave the
+    request records as they are (so a poll holding an older status writes nothing over
+    them), and adds each committed partition's log end and lag."""
+    records = [{"id": "r-1", "result": "Succeeded", "requestedBy": "alice"}]
+    seen = GroupObservation(_group(), {("t", 0): 42, ("t", 1): 7}, {"t": 6}, {("t", 0): 50})
+    status, _ = group_status({"offsetRequests": records}, ["t"], seen, group_id="g",
+                             generation=1, now=T0, coordinator="c:9092")  # fmt: skip
+    assert status["offsetRequests"] == records
+    assert status["offsets"] == [
+        {"topic": "t", "partition": 0, "offset": 42, "logEndOffset": 50, "lag": 8},
+        {"topic": "t", "partition": 1, "offset": 7},
+    ]
+    assert (status["lag"], status["coordinator"]) == (8, "c:9092")
+    assert _status_patch({"offsetRequests": records, **status}, status) == {}
+    assert "lag" not in _status({}, _group())[0]  # no log end known: no lag
+
+
+def test_a_request_round_trips_through_the_annotation() -> None:
+    request = OffsetRequest(
+        id="r-1", action=OffsetRequestAction.RESET, scenario="shift-by", argument=-2,
+        topics=[TopicScope(topic="orders", partitions=[3, 1])], requestedBy="alice",
+        requestedAt=datetime.datetime(2026, 1, 1, 12, 0, 0, 123000, tzinfo=datetime.UTC),
+    )  # fmt: skip
+    text = request.encode()
+    assert json.loads(text)["requestedAt"] == "2026-01-01T12:00:00.123Z"
+    assert parse_request(text) == request
+    spec, scope = to_reset(request)
+    assert (spec, scope) == (Reset(Spec.SHIFT_BY, -2), Scope(False, (("orders", (3, 1)),)))
+
+
+def test_time_scenarios_mean_the_same_whenever_they_are_executed() -> None:
+    at = "2026-01-01T12:00:00.000Z"
+    by = parse_request(_request(scenario="by-duration", argument="PT1H", requestedAt=at))
+    assert isinstance(by, OffsetRequest)
+    noon = int(datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.UTC).timestamp() * 1000)
+    assert to_reset(by)[0] == Reset(Spec.BY_DURATION, noon - 3_600_000)  # from requestedAt
+    when = parse_request(_request(scenario="to-datetime", argument="2026-01-01T11:00:00"))
+    assert isinstance(when, OffsetRequest)
+    assert to_reset(when)[0] == Reset(Spec.TO_DATETIME, noon - 3_600_000)  # UTC without a zone
+    every = parse_request(_request())
+    assert isinstance(every, OffsetRequest)
+    assert to_reset(every) == (Reset(Spec.TO_EARLIEST), Scope(True, ()))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "kgroups.io/offset-request is not JSON"),
+        ("[1, 2]", "is not a JSON object"),
+        (_request(scenario="from-file"), "scenario must be one of to-earliest, to-latest"),
+        (_request(scenario="to-offset"), "to-offset needs a whole number"),
+        (_request(scenario="to-offset", argument="5"), "to-offset needs a whole number"),
+        (_request(scenario="to-earliest", argument=3), "to-earliest takes no argument"),
+        (_request(scenario="by-duration", argument="1H"), "'1H' is not a duration"),
+        (_request(allTopics=None), "give topics or allTopics"),
+        (_request(topics=[{"topic": "t"}]), "give topics or allTopics"),
+        (_request(topics=[{"topic": "a b"}], allTopics=None), "topics.0.topic: String should match"),
+        (_request(topics=[{"topic": "t", "partitions": [-1]}], allTopics=None), "greater than or equal to 0"),
+        (_request(action="delete-offsets", scenario=None, allTopics=None), "delete-offsets needs topics"),
+        (_request(action="delete-offsets", scenario=None, allTopics=None, dryRun=True,
+                  topics=[{"topic": "t"}]), "delete-offsets has no dry run"),
+        (_request(action="rewind"), "action: Input should be 'reset' or 'delete-offsets'"),
+        (_request(dryRun="yes"), "dryRun: Input should be a valid boolean"),
+        (_request(requestedAt="2026-01-01T12:00:00"), "requestedAt needs a time zone"),
+        (_request(extra=1), "extra: Extra inputs are not permitted"),
+    ],
+)  # fmt: skip
+def test_malformed_requests_are_failed_with_why(text: str, message: str) -> None:
+    parsed = parse_request(text)
+    assert isinstance(parsed, Invalid)
+    assert message in parsed.message
+    record = invalid(parsed, now=T1)
+    assert (record["result"], record["completedAt"]) == ("Failed", T1)
+    assert record["id"] == ("r-1" if text.startswith("{") else text_id(text))
+    assert text_id(text) == text_id(text)  # stable: recorded once, whatever the events
+
+
+def test_a_bad_id_is_replaced_by_one_from_the_text() -> None:
+    text = _request(id="../../x", requestedBy="mallory")
+    parsed = parse_request(text)
+    assert isinstance(parsed, Invalid)
+    assert (parsed.id, parsed.requested_by) == (text_id(text), "mallory")
+
+
+def test_records_keep_the_last_ten_and_replace_by_id() -> None:
+    request = parse_request(_request(scenario="to-offset", argument=3, dryRun=True))
+    assert isinstance(request, OffsetRequest)
+    claim = running(request)
+    assert claim == {"id": "r-1", "action": "reset", "scenario": "to-offset", "argument": "3",
+                     "allTopics": True, "dryRun": True, "requestedBy": "alice",
+                     "requestedAt": "2026-01-01T12:00:00.000Z", "result": "Running"}  # fmt: skip
+    older = [{"id": f"o{i}", "result": "Succeeded"} for i in range(10)]
+    records = push(older, claim)
+    assert [r["id"] for r in records] == [*(f"o{i}" for i in range(1, 10)), "r-1"]
+    plan = planned({("t", 0): 1, ("t", 1): 2}, {("t", 0): 5}, {("t", 2): "UNKNOWN_MEMBER_ID"})
+    assert plan == (
+        {"topic": "t", "partition": 0, "previousOffset": 5, "newOffset": 1},
+        {"topic": "t", "partition": 1, "newOffset": 2},
+        {"topic": "t", "partition": 2, "error": "UNKNOWN_MEMBER_ID"},
+    )
+    done = finished(request, Done(OffsetRequestResult.DRY_RUN, "planned", plan, ("w",)), now=T1)
+    records = push(records, done)
+    assert [r["id"] for r in records][-1] == "r-1" and len(records) == 10
+    assert find(records, "r-1") == done
+    assert (done["result"], done["completedAt"], done["partitions"], done["warnings"]) == (
+        "DryRun", T1, 3, ["w"])  # fmt: skip
+
+
+def test_a_large_plan_is_listed_in_part_and_counted_whole() -> None:
+    request = parse_request(_request())
+    assert isinstance(request, OffsetRequest)
+    plan = planned({("t", p): 0 for p in range(MAX_PLAN + 7)}, {})
+    warnings = tuple(f"New offset ({p}) is higher ..." for p in range(MAX_PLAN + 7))
+    outcome = Done(OffsetRequestResult.FAILED, "Error line\n" * 2000, plan, warnings)
+    done = finished(request, outcome, now=T1)
+    assert len(done["plan"]) == MAX_PLAN and done["partitions"] == MAX_PLAN + 7
+    assert len(done["warnings"]) == 50 and done["warnings"][-1] == "... and 458 more"
+    assert len(done["message"]) == 4096 and done["message"].endswith("...")
+    assert len(json.dumps(done)) < 50_000  # ten of these stay far below etcd's limit
+
+
+def test_an_interrupted_request_is_failed_not_run_again() -> None:
+    request = parse_request(_request(scenario="shift-by", argument=-1))
+    assert isinstance(request, OffsetRequest)
+    gone = interrupted(running(request), now=T1)
+    assert (gone["result"], gone["completedAt"], gone["scenario"]) == ("Failed", T1, "shift-by")
+    assert gone["message"].startswith("interrupted: the operator stopped")

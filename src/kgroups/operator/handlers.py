@@ -25,9 +25,11 @@ import kopf
 from kopf._cogs.clients import api as kopf_api  # kopf==1.45.2 pinned: its authenticated client
 from kopf._cogs.clients import errors as kopf_errors
 
-from kgroups.admin import Admin, AdminError
-from kgroups.operator import access
+from kgroups.admin import LATEST, TP, Admin, AdminError
+from kgroups.operator import access, resets
+from kgroups.operator import requests as rq
 from kgroups.operator import status as st
+from kgroups.operator.metrics import OperatorMetrics
 from kgroups.operator.models import API_GROUP, API_VERSION, ConsumerGroupSpec, TopicSpec
 from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.protocol.errors import ErrorCode
@@ -200,19 +202,27 @@ async def _watch_access(
 
 
 def register(
-    registry: kopf.OperatorRegistry, admin: Admin, namespaces: list[str] | None = None
+    registry: kopf.OperatorRegistry,
+    admin: Admin,
+    namespaces: list[str] | None = None,
+    metrics: OperatorMetrics | None = None,
 ) -> None:
     """Attach every handler to `registry`, all talking to the coordinator through `admin`.
-    `namespaces` are the ones watched (none: every namespace), whose access is checked."""
+    `namespaces` are the ones watched (none: every namespace), whose access is checked;
+    `metrics` counts reconciles and watched objects."""
     watch = access.AccessWatch()
+    metrics = metrics or OperatorMetrics()
     tasks: list[asyncio.Task[None]] = []
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
+    started: list[kopf.OperatorSettings] = []  # for API calls from handlers kopf gives none
+
     @kopf.on.startup(registry=registry)
     async def check_access(settings: kopf.OperatorSettings, logger: kopf.Logger, **_: Any) -> None:
+        started.append(settings)
         # In the background: kopf's API client answers only once startup is done.
         coroutine = _watch_access(settings, namespaces or [], watch, logger)
         tasks.append(asyncio.create_task(coroutine, name="kgroups-access"))
@@ -226,6 +236,14 @@ def register(
         for task in tasks:
             task.cancel()
         await admin.close()
+
+    @kopf.on.event(API_GROUP, API_VERSION, "topics", registry=registry)
+    def topic_event(name: str, namespace: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        metrics.event("Topic", event.get("type"), namespace, name)
+
+    @kopf.on.event(API_GROUP, API_VERSION, "consumergroups", registry=registry)
+    def group_event(name: str, namespace: str | None, event: kopf.RawEvent, **_: Any) -> None:
+        metrics.event("ConsumerGroup", event.get("type"), namespace, name)
 
     # --- Topics -------------------------------------------------------------------------
 
@@ -241,9 +259,10 @@ def register(
         retry: int,
         **_: Any,
     ) -> None:
-        problem = await _ensure_topic(admin, spec, name, meta, status, patch)
-        if problem is not None:
-            raise kopf.TemporaryError(problem, delay=backoff(retry + 1))
+        with metrics.reconciling("Topic"):
+            problem = await _ensure_topic(admin, spec, name, meta, status, patch)
+            if problem is not None:
+                raise kopf.TemporaryError(problem, delay=backoff(retry + 1))
 
     @kopf.timer(
         API_GROUP,
@@ -265,18 +284,21 @@ def register(
     ) -> None:
         """A coordinator that came back without its data (a lost volume) gets its topics
         again without anyone touching the Topic; the status says so if it cannot."""
-        await _ensure_topic(admin, spec, name, meta, status, patch)
+        with metrics.reconciling("Topic"):
+            if await _ensure_topic(admin, spec, name, meta, status, patch) is not None:
+                metrics.failed("Topic")
 
     @kopf.on.delete(API_GROUP, API_VERSION, "topics", id="topic-delete", registry=registry)
     async def delete_topic(spec: kopf.Spec, name: str, retry: int, **_: Any) -> None:
         topic_name = spec.get("topicName") or name
-        try:
-            await admin.delete_topic(topic_name)
-        except AdminError as exc:
-            if exc.code is not ErrorCode.unknown_topic_or_partition:
+        with metrics.reconciling("Topic"):
+            try:
+                await admin.delete_topic(topic_name)
+            except AdminError as exc:
+                if exc.code is not ErrorCode.unknown_topic_or_partition:
+                    raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
+            except CoordinatorUnavailable as exc:
                 raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
-        except CoordinatorUnavailable as exc:
-            raise kopf.TemporaryError(str(exc), delay=backoff(retry + 1)) from exc
 
     # --- ConsumerGroups -----------------------------------------------------------------
 
@@ -303,22 +325,39 @@ def register(
         loop = asyncio.get_running_loop()
         if loop.time() < group_memo.next_try:
             return
+        with metrics.reconciling("ConsumerGroup"):
+            await _mirror(body, spec, name, meta, status, patch, group_memo)
+
+    async def _mirror(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        name: str,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        group_memo: GroupMemo,
+    ) -> None:
+        loop = asyncio.get_running_loop()
         cg = ConsumerGroupSpec.model_validate(dict(spec))
         group_id = cg.groupId or name
         generation = meta.get("generation")
         old = dict(status)
         try:
             problem = await _apply_settings(admin, group_id, cg, group_memo)
+            group = await admin.describe_group(group_id)
+            offsets = await admin.committed_offsets(group_id)
             seen = st.GroupObservation(
-                group=await admin.describe_group(group_id),
-                offsets=await admin.committed_offsets(group_id),
+                group=group,
+                offsets=offsets,
                 topics=await admin.topics(cg.topics) if cg.topics else await admin.topics(),
+                ends=await _log_ends(admin, offsets),
             )
         except (CoordinatorUnavailable, AdminError) as exc:
             # Apply the settings again once it answers: it may have come back without them.
             group_memo.applied = None
             group_memo.failures += 1
             group_memo.next_try = loop.time() + backoff(group_memo.failures)
+            metrics.failed("ConsumerGroup")
             new = st.unreachable_status(old, str(exc), generation=generation, now=_now())
             _apply_status(patch, old, new)
             return
@@ -331,12 +370,35 @@ def register(
             generation=generation,
             now=_now(),
             problem=problem,
+            coordinator=f"{admin.host}:{admin.port}",
         )
         _apply_status(patch, old, new)
         if event is not None:
             kopf.event(body, type="Normal", reason="Rebalanced", message=event)
             if (storm := group_memo.storm.seen(loop.time())) is not None:
                 kopf.event(body, type="Warning", reason="FrequentRebalances", message=storm)
+
+    @kopf.on.event(
+        API_GROUP,
+        API_VERSION,
+        "consumergroups",
+        id="offset-requests",
+        annotations={rq.ANNOTATION: kopf.PRESENT},
+        when=_not_deleting,
+        registry=registry,
+    )
+    async def offset_request(
+        name: str, namespace: str | None, logger: kopf.Logger, **_: Any
+    ) -> None:
+        """`kubectl kgroups reset-offsets` / `delete-offsets`: see `resets`."""
+        if namespace is None:  # ConsumerGroups are namespaced; kopf's type allows None
+            return
+        with metrics.reconciling("ConsumerGroup"):
+            try:
+                await resets.handle(admin, namespace, name, settings=started[0], logger=logger)
+            except resets.API_FAILURES as exc:  # the object's next event tries again
+                metrics.failed("ConsumerGroup")
+                logger.warning("offset request not handled yet: %s", exc)
 
     @kopf.on.delete(API_GROUP, API_VERSION, "consumergroups", id="group-delete", registry=registry)
     async def delete_group(
@@ -347,6 +409,17 @@ def register(
         patch: kopf.Patch,
         retry: int,
         **_: Any,
+    ) -> None:
+        with metrics.reconciling("ConsumerGroup"):
+            await _delete(spec, name, meta, status, patch, retry)
+
+    async def _delete(
+        spec: kopf.Spec,
+        name: str,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        retry: int,
     ) -> None:
         cg = ConsumerGroupSpec.model_validate(dict(spec))
         if cg.deletionPolicy.value == "Orphan":
@@ -374,6 +447,14 @@ def register(
             raise wait("CoordinatorUnreachable", str(exc)) from exc
         except AdminError as exc:
             raise wait("CoordinatorRejected", str(exc)) from exc
+
+
+async def _log_ends(admin: Admin, offsets: dict[tuple[str, int], int]) -> dict[TP, int]:
+    """Where the committed partitions' logs end (for their lag); unknown ones are left out."""
+    if not offsets:
+        return {}
+    listed = await admin.list_offsets(dict.fromkeys(offsets, LATEST))
+    return {tp: end for tp, end in listed.items() if not isinstance(end, ErrorCode) and end >= 0}
 
 
 async def _ensure_topic(

@@ -248,6 +248,112 @@ class CommittedOffset(_Model):
     topic: str = Field(description="Topic name.")
     partition: int = Field(ge=0, description="Partition number.")
     offset: int = Field(description="The committed offset (the next record to read).")
+    logEndOffset: int | None = Field(
+        default=None,
+        ge=0,
+        description="Where the partition's log ends, as far as the coordinator knows "
+        "(ListOffsets latest).",
+    )
+    lag: int | None = Field(
+        default=None, description="logEndOffset minus offset: records not yet consumed."
+    )
+
+
+class OffsetRequestAction(StrEnum):
+    RESET = "reset"
+    DELETE_OFFSETS = "delete-offsets"
+
+
+class OffsetRequestResult(StrEnum):
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    REFUSED = "Refused"
+    FAILED = "Failed"
+    DRY_RUN = "DryRun"
+
+
+class PlannedOffset(_Model):
+    """One partition of an offset request: its offset before and after."""
+
+    topic: str = Field(description="Topic name.")
+    partition: int | None = Field(
+        default=None, ge=0, description="Partition number (absent: the whole topic failed)."
+    )
+    previousOffset: int | None = Field(
+        default=None, description="The committed offset before the request (absent: none)."
+    )
+    newOffset: int | None = Field(
+        default=None,
+        description="The offset committed (reset) or planned (dry run); absent for delete-offsets.",
+    )
+    error: str | None = Field(
+        default=None, description="Why this partition was not changed (Kafka's error)."
+    )
+
+
+class OffsetRequestRecord(_Model):
+    """An offset request made through the kgroups.io/offset-request annotation (by
+    `kubectl kgroups reset-offsets` or `delete-offsets`) and what became of it."""
+
+    id: str = Field(max_length=128, description="The request's id (a UUID).")
+    action: str | None = Field(
+        default=None, description="reset or delete-offsets (absent if unreadable)."
+    )
+    scenario: str | None = Field(
+        default=None,
+        description="The reset scenario, by kafka-consumer-groups' option name: "
+        "to-earliest, to-latest, to-current, to-offset, shift-by, to-datetime, by-duration.",
+    )
+    argument: str | None = Field(
+        default=None,
+        description="The scenario's argument as given (an offset, a shift, a date-time, "
+        "a duration).",
+    )
+    topics: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="The --topic arguments (TOPIC or TOPIC:P,P,...); at most 50.",
+    )
+    allTopics: bool | None = Field(
+        default=None, description="--all-topics: every partition the group has committed."
+    )
+    dryRun: bool | None = Field(default=None, description="Planned only, nothing written.")
+    requestedBy: str = Field(
+        description="Who asked, as the requesting client said (kubectl auth whoami); "
+        "the API server's audit log holds who wrote the annotation."
+    )
+    requestedAt: str | None = Field(
+        default=None,
+        json_schema_extra={"format": "date-time"},
+        description="When it was asked (RFC 3339).",
+    )
+    completedAt: str | None = Field(
+        default=None,
+        json_schema_extra={"format": "date-time"},
+        description="When the operator finished it (absent while Running).",
+    )
+    result: OffsetRequestResult = Field(
+        description="Running, Succeeded, Refused (the group has members), Failed or "
+        "DryRun (planned, nothing written)."
+    )
+    message: str = Field(
+        default="", max_length=4096, description="What happened, in Kafka's words."
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Kafka's warnings while planning (offsets clamped into the log's range); "
+        "at most 50.",
+    )
+    partitions: int | None = Field(
+        default=None, ge=0, description="Partitions in the plan (plan lists at most 500)."
+    )
+    plan: list[PlannedOffset] = Field(
+        default_factory=list,
+        max_length=500,
+        description="Per partition: the committed offset before, and the new one; at most "
+        "500 (partitions counts them all).",
+    )
 
 
 class PartitionCount(_Model):
@@ -304,6 +410,19 @@ class ConsumerGroupStatus(_Model):
     )
     rebalances: int | None = Field(
         default=None, ge=0, description="Rebalances the operator has observed."
+    )
+    coordinator: str | None = Field(
+        default=None, description="HOST:PORT of the coordinator the operator reads the group at."
+    )
+    lag: int | None = Field(
+        default=None,
+        description="Total lag over the committed partitions whose log end is known.",
+    )
+    offsetRequests: list[OffsetRequestRecord] = Field(
+        default_factory=list,
+        max_length=10,
+        description="The last 10 offset requests (resets, offset deletions) and their "
+        "outcomes, oldest first.",
     )
     conditions: list[Condition] = CONDITIONS
 

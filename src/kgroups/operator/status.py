@@ -92,6 +92,13 @@ class GroupObservation:
     offsets: dict[tuple[str, int], int]
     topics: dict[str, int]
     """Partition counts of the spec's topics that exist (missing ones are absent)."""
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Where the committed partitions' logs end (ListOffsets latest), where known."""
+
+
+PRESERVED = ("offsetRequests",)
+"""Status fields the poll does not compute and keeps as they are (the offset requests'
+records are written by the request handler alone)."""
 
 
 def group_status(
@@ -103,11 +110,12 @@ def group_status(
     generation: int | None,
     now: str,
     problem: tuple[str, str] | None = None,
+    coordinator: str | None = None,
 ) -> tuple[dict[str, Any], str | None]:
     """(new status, event message or None) for a group seen on the coordinator.
 
     `problem` is a (reason, message) that keeps the group from being Ready whatever its
-    state (e.g. settings the coordinator refused)."""
+    state (e.g. settings the coordinator refused); `coordinator` is where it was seen."""
     g = seen.group
     members = [
         {
@@ -121,8 +129,14 @@ def group_status(
         }
         for m in sorted(g.members, key=lambda m: m.member_id)[:MAX_MEMBERS]
     ]
+    lags = {tp: seen.ends[tp] - o for tp, o in seen.offsets.items() if tp in seen.ends}
     offsets = [
-        {"topic": t, "partition": p, "offset": o}
+        {
+            "topic": t,
+            "partition": p,
+            "offset": o,
+            **({"logEndOffset": seen.ends[(t, p)], "lag": lags[(t, p)]} if (t, p) in lags else {}),
+        }
         for (t, p), o in sorted(seen.offsets.items())[:MAX_OFFSETS]
     ]
     counted = spec_topics or sorted({t for m in g.members for t in m.assignment})
@@ -152,7 +166,10 @@ def group_status(
         },
         "offsets": offsets,
         "offsetsTruncated": True if len(seen.offsets) > MAX_OFFSETS else None,
+        "coordinator": coordinator,
+        "lag": sum(lags.values()) if lags else None,
     }
+    status.update({key: old[key] for key in PRESERVED if key in old})
     event = None
     if g.generation >= 0:
         status["generation"] = g.generation
