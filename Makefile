@@ -15,7 +15,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint kafka spark-kafka controlplane peers cluster-bits
+test: lint kafka spark-kafka controlplane peers cluster-bits prometheus
 	$(BIN)/pytest $(PYTEST_FLAGS) tests
 
 test-unit: install
@@ -74,6 +74,18 @@ peers:
 	bash tools/peers/kcat.sh >/dev/null
 	bash tools/kafka-tools/fetch.sh >/dev/null
 
+# Prometheus and promtool (Debian's package, downloaded and unpacked, never installed) into
+# ~/.cache/kgroups (tools/prometheus/fetch.sh): the dashboards' PromQL is checked against a
+# real Prometheus and promtool unit-tests the alerting rules.
+prometheus:
+	bash tools/prometheus/fetch.sh >/dev/null
+
+# The README's picture (docs/dashboard-group.png): a rebalance storm and its recovery run
+# for real (coordinator, sidecars, Prometheus) and drawn from the group dashboard by
+# tools/render_dashboard.py, without Grafana (about 4 minutes).
+dashboard-picture: install prometheus
+	$(BIN)/python -m tests.observability.picture
+
 # Spark's Kafka source (spark-sql-kafka-0-10 for the pinned pyspark) from Maven Central
 # into ~/.cache/kgroups (tools/spark/fetch.sh); the Spark members' Kafka tests use it.
 spark-kafka:
@@ -81,10 +93,12 @@ spark-kafka:
 
 # The CRDs are generated from src/kgroups/operator/models.py into crds/ and the chart;
 # tests/unit/test_crds.py
-# fails when the checked-in files drift from the models.
+# fails when the checked-in files drift from the models. The Grafana dashboards and the
+# alerting rules (dashboards/) are copied into the chart the same way.
 crds: install
 	$(BIN)/python -m kgroups.operator.crdgen crds charts/kgroups/crds
-	rm -f charts/kgroups/dashboards/*.json && cp dashboards/*.json charts/kgroups/dashboards/
+	rm -f charts/kgroups/dashboards/*.json charts/kgroups/dashboards/*.yaml
+	cp dashboards/*.json dashboards/alerts.yaml charts/kgroups/dashboards/
 
 # kube-apiserver, kube-controller-manager, kubectl, etcd and helm, built from the Go
 # module proxy into ~/.cache/kgroups (first run ~10-15 min on 2 cores, then instant).

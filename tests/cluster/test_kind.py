@@ -171,7 +171,25 @@ def test_example_members_of_every_kind_own_every_partition_and_stay(release: Kin
     assert len(clients) == members, clients
     stays(release, status)
     assert_pods_split(release, 6)
+    sidecars_report(release, status["generation"])
     print(release.k("get", "cg", "billing", "-o", "wide"))
+
+
+def sidecars_report(cluster: KindCluster, generation: int) -> None:
+    """Each sidecar pod's metrics port (what examples/k8s/podmonitor.yaml scrapes) says the
+    generation the ConsumerGroup's status shows."""
+    code = (
+        "import urllib.request as u; t = u.urlopen('http://127.0.0.1:9400/metrics').read();"
+        "print([l for l in t.decode().splitlines() if l.startswith('kgroups_member_generation')])"
+    )
+    pods = json.loads(cluster.k("get", "pods", "-l", "app=billing-members", "-o", "json"))
+    names = [p["metadata"]["name"] for p in pods["items"]]
+    assert len(names) == SIDECARS, names
+    for pod in names:
+        out = cluster.k("exec", pod, "-c", "member", "--", "python", "-c", code)
+        assert out.strip() == repr(
+            [f'kgroups_member_generation{{group="billing"}} {generation:.1f}']
+        ), out
 
 
 def test_member_pod_deleted_makes_a_new_generation(release: KindCluster) -> None:

@@ -185,3 +185,51 @@ def test_the_chart_rbac_is_enough_to_run_the_operator(
     wait_until(lambda: not cp.exists("cg", "billing", ns), 40, "the group deleted")
     log = operator.log()
     assert "Forbidden" not in log and "403" not in log, log[-3000:]
+
+
+def test_the_alerting_rules_render_only_with_the_prometheus_operator(
+    controlplane: ControlPlane, tmp_path: Path
+) -> None:
+    """A PrometheusRule only where its API exists; its rules are dashboards/alerts.yaml (and
+    promtool accepts them as rendered); values adjust the rules; one ConfigMap carries
+    every dashboard."""
+    import json
+    import re
+
+    from tests.observability.prom import promtool
+
+    api = ("--api-versions", "monitoring.coreos.com/v1/PrometheusRule")
+    assert "PrometheusRule" not in kinds(render(controlplane, "kg", "kgroups"))
+    off = render(controlplane, "kg", "kgroups", *api, "--set", "prometheusRule.enabled=false")
+    assert "PrometheusRule" not in kinds(off)
+    docs = render(controlplane, "kg", "kgroups", *api, "--set", "prometheusRule.labels.release=kps")
+    [rule] = [d for d in docs if d["kind"] == "PrometheusRule"]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kps"
+    source = yaml.safe_load((ROOT / "dashboards" / "alerts.yaml").read_text())
+    assert rule["spec"]["groups"] == source["groups"]
+    # The source's coordinator selector matches the Service the ServiceMonitor scrapes (its
+    # job label is the Service's name), whatever the release is called.
+    [svc] = [d for d in docs if d["kind"] == "Service" and "headless" not in d["metadata"]["name"]]
+    assert re.fullmatch(".*kgroups.*coordinator.*", svc["metadata"]["name"])
+
+    tuned = render(controlplane, "kg", "kgroups", *api,
+                   "--set", 'prometheusRule.coordinatorSelector=job="kg-kgroups-coordinator"',
+                   "--set", "prometheusRule.rules.KGroupsRebalanceStorm.for=30m",
+                   "--set", "prometheusRule.rules.KGroupsRebalanceStorm.severity=info",
+                   "--set", "prometheusRule.rules.KGroupsCommitsFailing.enabled=false")  # fmt: skip
+    [rule] = [d for d in tuned if d["kind"] == "PrometheusRule"]
+    rules = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert "KGroupsCommitsFailing" not in rules and len(rules) == 4
+    assert (rules["KGroupsRebalanceStorm"]["for"], rules["KGroupsRebalanceStorm"]["labels"]) == (
+        "30m", {"severity": "info"})  # fmt: skip
+    assert 'up{job="kg-kgroups-coordinator"} == 0' in rules["KGroupsCoordinatorDown"]["expr"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    done = promtool("check", "rules", str(tmp_path / "rules.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    [dashboards] = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert {k: json.loads(v) for k, v in dashboards["data"].items()} == {
+        p.name: json.loads(p.read_text()) for p in (ROOT / "dashboards").glob("*.json")
+    }

@@ -20,7 +20,10 @@ from typing import Any
 from kgroups import admin
 from kgroups.spark.pipeline import Pipeline
 from kgroups.spark.publish import Batch
+from tests.e2e.test_observability import panel_exprs
 from tests.integration.harness import Coordinator, wait_until
+from tests.observability.prom import Prometheus
+from tests.observability.vocabulary import METRICS
 
 PUBLISHED = re.compile(r"^t-(\d+)-(\d+)-(\d+)\.json$")
 
@@ -111,3 +114,84 @@ def test_a_revocation_waits_for_the_batch_in_flight_which_still_publishes(
             second_thread.join(10)
         first.close()
         second.close()
+
+
+class Growing(Rows):
+    """A source whose every partition grows by `step` records each time it is asked."""
+
+    def __init__(self, partitions: int, step: int) -> None:
+        super().__init__(dict.fromkeys(range(partitions), 0))
+        self.step = step
+        self.lock = threading.Lock()
+
+    def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        with self.lock:
+            for p in partitions:
+                self.ends[p] += self.step
+            return {p: (0, self.ends[p]) for p in partitions}
+
+
+def test_the_spark_members_metrics_and_panels_on_a_real_prometheus(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """A Spark member's driver (`Pipeline(metrics=...)`) scraped by Prometheus while its
+    source outgrows it: records, batches, batch durations and lag have series; every Spark
+    panel of the group dashboard returns data; once the member stops, Prometheus sees the
+    lag as the source's ends minus the committed offsets, and every committed record
+    counted."""
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "t", 2))
+    source = Growing(2, step=30)
+    pipeline = Pipeline(
+        name="spark", process=Held(hold=False), metrics="127.0.0.1:0",
+        bootstrap=coordinator.bootstrap, group="clicks", topic="t", source=source,
+        output=str(tmp_path / "out"), max_records=20, poll_interval=0.2, assignors=["range"],
+    )  # fmt: skip
+    pipeline.start(timeout=20)
+    thread = threading.Thread(target=pipeline.run, daemon=True)
+    thread.start()
+    assert pipeline.metrics_address is not None
+    host, port = pipeline.metrics_address
+    prom = Prometheus(tmp_path / "prometheus", {"spark": [f"{host}:{port}"]})
+    try:
+        prom.start()
+        t0 = time.time()
+        wait_until(lambda: prom.query('kgroups_spark_batches_total{group="clicks"} >= 5'), 30,
+                   "five micro-batches in Prometheus", poll=0.5)  # fmt: skip
+        time.sleep(2)
+        t1 = time.time()
+        spark = [m for m in METRICS if m.source == "spark"]
+        for metric in spark:
+            assert prom.query_range(f'{{__name__=~"{"|".join(metric.series())}"}}', t0, t1, 1), (
+                metric.name
+            )
+        panels = [(w, e) for w, e in panel_exprs("clicks") if "kgroups_spark_" in e]
+        assert panels
+        empty = [
+            w for w, e in panels if not any(s["values"] for s in prom.query_range(e, t0, t1, 1))
+        ]
+        assert not empty, empty
+        assert (
+            float(prom.query('kgroups_spark_lag_records{group="clicks", topic="t"}')[0]["value"][1])
+            > 0
+        )  # the source grows faster (30 per turn) than batches read (20)
+        pipeline.stop()  # between two turns: the last lag it reported is exact
+        thread.join(10)
+        with source.lock:
+            ends = sum(source.ends.values())
+        behind = ends - sum(asyncio.run(committed_offsets(coordinator, "clicks")).values())
+        records = (
+            f'kgroups_spark_records_total{{group="clicks"}} == {sum(source.ends.values()) - behind}'
+        )
+        lag = f'kgroups_spark_lag_records{{group="clicks", topic="t"}} == {behind}'
+        wait_until(lambda: prom.query(lag) and prom.query(records), 10,
+                   "Prometheus to see the final lag and records")  # fmt: skip
+    finally:
+        prom.stop()
+        pipeline.stop()
+        thread.join(10)
+        pipeline.close()
+
+
+async def committed_offsets(coordinator: Coordinator, group: str) -> dict[tuple[str, int], int]:
+    async with admin.Admin("127.0.0.1", coordinator.port) as client:
+        return await client.committed_offsets(group)

@@ -80,7 +80,7 @@ def test_the_consumers_join_the_sidecars_group_with_their_timeouts() -> None:
     expected = {
         a.replace("--topics=", "--topic=")
         for a in member["args"][1:]
-        if not a.startswith(("--strategy=", "--http="))
+        if not a.startswith(("--strategy=", "--http=", "--metrics="))
     }
     for name, deployment in consumers().items():
         container = deployment["spec"]["template"]["spec"]["containers"][0]
