@@ -21,7 +21,7 @@ import typer
 
 from kgroups.admin import TP, AdminError, Cluster, ListedGroup
 from kgroups.groupcli import describe as desc
-from kgroups.groupcli import parse, reset
+from kgroups.groupcli import options, parse, reset
 from kgroups.groupcli.deleting import Report, delete_groups_report, delete_offsets_report
 from kgroups.groupcli.table import Column, render
 from kgroups.protocol.errors import ErrorCode
@@ -247,22 +247,12 @@ def reset_spec(
     groups: Sequence[str],
 ) -> reset.Reset:
     """The one reset scenario given, read and checked before anything is asked."""
-    given = {
-        reset.Spec.TO_EARLIEST: to_earliest,
-        reset.Spec.TO_LATEST: to_latest,
-        reset.Spec.TO_CURRENT: to_current,
-        reset.Spec.TO_OFFSET: to_offset is not None,
-        reset.Spec.SHIFT_BY: shift_by is not None,
-        reset.Spec.TO_DATETIME: to_datetime is not None,
-        reset.Spec.BY_DURATION: by_duration is not None,
-        reset.Spec.FROM_FILE: from_file is not None,
-    }
-    chosen = [spec for spec, present in given.items() if present]
-    if len(chosen) != 1:
-        names = ", ".join(f"--{s.value}" for s in (chosen if len(chosen) > 1 else given))
-        usage(f"give exactly one of {names}")
-    spec = chosen[0]
+    given = options.scenarios(
+        to_earliest, to_latest, to_current, to_offset, shift_by, to_datetime, by_duration
+    )
+    given[reset.Spec.FROM_FILE] = (from_file is not None, None)
     try:
+        spec, _ = options.chosen(given)
         if spec is reset.Spec.TO_OFFSET and to_offset is not None:
             return reset.Reset(spec, to_offset)
         if spec is reset.Spec.SHIFT_BY and shift_by is not None:
@@ -292,37 +282,19 @@ def reset_offsets(
         list[str] | None,
         typer.Option("--topic", help="TOPIC or TOPIC:P,P,... (repeatable)."),
     ] = None,
-    all_topics: Annotated[
-        bool, typer.Option("--all-topics", help="Every partition the group has committed.")
-    ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="The log's start.")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="The log's end.")] = False,
-    to_current: Annotated[
-        bool, typer.Option("--to-current", help="The committed offset (else the end).")
-    ] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="This offset.")] = None,
-    shift_by: Annotated[
-        int | None, typer.Option("--shift-by", help="The committed offset plus N (N may be < 0).")
-    ] = None,
-    to_datetime: Annotated[
-        str | None,
-        typer.Option(
-            "--to-datetime",
-            help="The first offset at this time (YYYY-MM-DDTHH:mm:SS.sss; UTC unless a "
-            "zone is given).",
-        ),
-    ] = None,
-    by_duration: Annotated[
-        str | None,
-        typer.Option("--by-duration", help="The first offset this long ago (PnDTnHnMnS)."),
-    ] = None,
+    all_topics: options.AllTopics = False,
+    to_earliest: options.ToEarliest = False,
+    to_latest: options.ToLatest = False,
+    to_current: options.ToCurrent = False,
+    to_offset: options.ToOffset = None,
+    shift_by: options.ShiftBy = None,
+    to_datetime: options.ToDatetime = None,
+    by_duration: options.ByDuration = None,
     from_file: Annotated[
         Path | None, typer.Option("--from-file", help="The offsets in a CSV that --export wrote.")
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only show the new offsets (the default).")
-    ] = False,
-    execute: Annotated[bool, typer.Option("--execute", help="Commit the new offsets.")] = False,
+    dry_run: options.DryRun = False,
+    execute: options.Execute = False,
     export: Annotated[
         bool, typer.Option("--export", help="Print the result as CSV, for --from-file.")
     ] = False,
@@ -353,9 +325,7 @@ def reset_offsets(
     except parse.UsageError as exc:
         usage(str(exc))
     if not execute and not dry_run:
-        typer.echo(
-            "WARN: No action will be performed as the --execute option is missing.", err=True
-        )
+        typer.echo(options.DRY_RUN_WARNING, err=True)
 
     async def work(cluster: Cluster) -> reset.Outcome:
         ids = await group_ids(cluster, names, all_groups)

@@ -25,7 +25,7 @@ import yaml
 from pydantic import ValidationError
 
 from kgroups.groupcli import describe as desc
-from kgroups.groupcli import parse, reset
+from kgroups.groupcli import options, parse, reset
 from kgroups.kubectl import views
 from kgroups.kubectl.kube import RESOURCE, Kubectl, KubectlError, Target, parse_duration
 from kgroups.kubectl.submit import POLL_S, RequestError, submit
@@ -70,7 +70,6 @@ Topics = Annotated[
 DEFAULT_TIMEOUT = "60s"
 WITH_VALUE = ("-n", "--namespace", "--context", "--kubeconfig", "-o", "--output")
 FLAGS = ("-A", "--all-namespaces")
-DRY_RUN_WARNING = "WARN: No action will be performed as the --execute option is missing."
 
 
 def usage(message: str) -> NoReturn:
@@ -265,22 +264,11 @@ def _scenario(
     to_datetime: str | None,
     by_duration: str | None,
 ) -> tuple[str, int | str | None]:
-    given: dict[reset.Spec, tuple[bool, int | str | None]] = {
-        reset.Spec.TO_EARLIEST: (to_earliest, None),
-        reset.Spec.TO_LATEST: (to_latest, None),
-        reset.Spec.TO_CURRENT: (to_current, None),
-        reset.Spec.TO_OFFSET: (to_offset is not None, to_offset),
-        reset.Spec.SHIFT_BY: (shift_by is not None, shift_by),
-        reset.Spec.TO_DATETIME: (to_datetime is not None, to_datetime),
-        reset.Spec.BY_DURATION: (by_duration is not None, by_duration),
-    }
-    chosen = [spec for spec, (present, _) in given.items() if present]
-    if len(chosen) != 1:
-        names = ", ".join(f"--{s.value}" for s in (chosen if len(chosen) > 1 else given))
-        usage(f"give exactly one of {names}")
-    spec = chosen[0]
-    argument = given[spec][1]
+    given = options.scenarios(
+        to_earliest, to_latest, to_current, to_offset, shift_by, to_datetime, by_duration
+    )
     try:
+        spec, argument = options.chosen(given)
         if spec is reset.Spec.TO_DATETIME and isinstance(argument, str):
             parse.parse_datetime(argument)
         if spec is reset.Spec.BY_DURATION and isinstance(argument, str):
@@ -294,34 +282,16 @@ def _scenario(
 def reset_offsets(
     name: Annotated[str, typer.Argument(help="The ConsumerGroup.")],
     topic: Topics = None,
-    all_topics: Annotated[
-        bool, typer.Option("--all-topics", help="Every partition the group has committed.")
-    ] = False,
-    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="The log's start.")] = False,
-    to_latest: Annotated[bool, typer.Option("--to-latest", help="The log's end.")] = False,
-    to_current: Annotated[
-        bool, typer.Option("--to-current", help="The committed offset (else the end).")
-    ] = False,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="This offset.")] = None,
-    shift_by: Annotated[
-        int | None, typer.Option("--shift-by", help="The committed offset plus N (N may be < 0).")
-    ] = None,
-    to_datetime: Annotated[
-        str | None,
-        typer.Option(
-            "--to-datetime",
-            help="The first offset at this time (YYYY-MM-DDTHH:mm:SS.sss; UTC unless a "
-            "zone is given).",
-        ),
-    ] = None,
-    by_duration: Annotated[
-        str | None,
-        typer.Option("--by-duration", help="The first offset this long ago (PnDTnHnMnS)."),
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only show the new offsets (the default).")
-    ] = False,
-    execute: Annotated[bool, typer.Option("--execute", help="Commit the new offsets.")] = False,
+    all_topics: options.AllTopics = False,
+    to_earliest: options.ToEarliest = False,
+    to_latest: options.ToLatest = False,
+    to_current: options.ToCurrent = False,
+    to_offset: options.ToOffset = None,
+    shift_by: options.ShiftBy = None,
+    to_datetime: options.ToDatetime = None,
+    by_duration: options.ByDuration = None,
+    dry_run: options.DryRun = False,
+    execute: options.Execute = False,
     timeout: Timeout = DEFAULT_TIMEOUT,
     namespace: Namespace = None,
     context: Context = None,
@@ -344,7 +314,7 @@ def reset_offsets(
     scopes = _scopes(topic or [])
     wait = timeout_s(timeout)
     if not execute and not dry_run:
-        typer.echo(DRY_RUN_WARNING, err=True)
+        typer.echo(options.DRY_RUN_WARNING, err=True)
 
     def make(requested_by: str) -> rq.OffsetRequest:
         return rq.OffsetRequest(
