@@ -199,11 +199,14 @@ class Live:
 
 @contextlib.contextmanager
 def live_group(backend: Backend) -> Iterator[Live]:
-    members = [
-        Member("kafka-python", backend.bootstrap, "live", ["t"], client_id=f"m{i}")
-        for i in range(2)
-    ]
+    # One after the other: two kafka-python 3.0.12 members joining a fresh Kafka 4.4 group
+    # at the same instant can leave one stuck in its rejoin (it never hears of the group
+    # again while the other goes through generations), which is kafka-python's and not
+    # what these tests are about.
+    members = [Member("kafka-python", backend.bootstrap, "live", ["t"], client_id="m0")]
     try:
+        wait_converged(members, set(T), 60)
+        members.append(Member("kafka-python", backend.bootstrap, "live", ["t"], client_id="m1"))
         generation = wait_converged(members, set(T), 60)
         for m in members:
             seen = len(m.events)
