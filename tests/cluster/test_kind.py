@@ -249,9 +249,12 @@ def test_coordinator_pod_deleted_comes_back_with_every_offset(release: KindClust
     wait_for(replaced, 180, "a new coordinator pod Ready")
     after = settled(release, SIDECARS + 3, 6)
     offsets = committed(after)
-    assert set(offsets) == set(before)
+    assert set(offsets) >= set(before)  # clients may have committed more partitions since
     assert all(offsets[tp] >= before[tp] for tp in before), (before, offsets)
-    assert ready(release.status("kt", "orders")).get("status") == "True"
+    # The Topic's own check (every 5 s) may have been waiting on the old pod's address when
+    # it went away: Ready again within a check after its request times out.
+    wait_for(lambda: ready(release.status("kt", "orders")).get("status") == "True", 60,
+             "Topic orders Ready again")  # fmt: skip
     stays(release, after)
 
 
@@ -306,31 +309,34 @@ def test_crash_looping_member_warns_and_loses_nothing(release: KindCluster) -> N
     partitions = before["partitions"]["total"]
     settled(release, SIDECARS + 3, partitions)
     offsets = committed(billing(release))
-    release.k("apply", "-f", "-", input=CRASHER)
-    applied = json.loads(release.k("get", "deployment", "billing-crasher", "-o", "json"))
-    since = applied["metadata"]["creationTimestamp"]  # the API server's clock, as events'
+    try:
+        release.k("apply", "-f", "-", input=CRASHER)
+        applied = json.loads(release.k("get", "deployment", "billing-crasher", "-o", "json"))
+        since = applied["metadata"]["creationTimestamp"]  # the API server's clock, as events'
 
-    def warned() -> list[dict[str, Any]]:
-        events = json.loads(release.k("get", "events", "--field-selector",
-                                      "reason=FrequentRebalances,involvedObject.name=billing",
-                                      "-o", "json"))["items"]  # fmt: skip
-        return [
-            e for e in events
-            if e["type"] == "Warning" and e["metadata"]["creationTimestamp"] >= since
-        ]  # fmt: skip
+        def warned() -> list[dict[str, Any]]:
+            events = json.loads(release.k("get", "events", "--field-selector",
+                                          "reason=FrequentRebalances,involvedObject.name=billing",
+                                          "-o", "json"))["items"]  # fmt: skip
+            return [
+                e for e in events
+                if e["type"] == "Warning" and e["metadata"]["creationTimestamp"] >= since
+            ]  # fmt: skip
 
-    warning = wait_for(warned, 300, "a FrequentRebalances Warning on billing", poll=3)
-    assert "rebalances in the last" in warning[0]["message"]
+        warning = wait_for(warned, 300, "a FrequentRebalances Warning on billing", poll=3)
+        assert "rebalances in the last" in warning[0]["message"]
 
-    def restarts() -> int:
-        pods = release.pods("billing-crasher")
-        statuses = pods[0]["status"].get("containerStatuses") or [{}] if pods else [{}]
-        return int(statuses[0].get("restartCount", 0))
+        def restarts() -> int:
+            pods = release.pods("billing-crasher")
+            statuses = pods[0]["status"].get("containerStatuses") or [{}] if pods else [{}]
+            return int(statuses[0].get("restartCount", 0))
 
-    assert restarts() >= 2
-    after = committed(billing(release))
-    assert all(after.get(tp, -1) >= o for tp, o in offsets.items()), (offsets, after)
-    release.k("delete", "deployment", "billing-crasher", "--grace-period=0", "--force")
+        assert restarts() >= 2
+        after = committed(billing(release))
+        assert all(after.get(tp, -1) >= o for tp, o in offsets.items()), (offsets, after)
+    finally:  # a crasher left behind would disturb every test after this one
+        release.k("delete", "deployment", "billing-crasher", "--grace-period=0", "--force",
+                  "--ignore-not-found")  # fmt: skip
     stays(release, settled(release, SIDECARS + 3, partitions, timeout=120))
 
 
