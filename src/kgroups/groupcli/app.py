@@ -216,12 +216,7 @@ def describe(
             failed = failed or notice[1]
         if output is Output.JSON or not d.group.exists:
             continue
-        if members:
-            table: str | None = desc.members_table(d, verbose=verbose)
-        elif state:
-            table = desc.state_table(d, verbose=verbose)
-        else:
-            table = desc.offsets_table(d, verbose=verbose)
+        table = desc.view_table(d, members=members, state=state, verbose=verbose)
         if table is not None:
             typer.echo("")
             typer.echo(table)

@@ -139,6 +139,15 @@ def is_leader(d: Described, member: MemberView) -> str:
     return "yes" if member.member_id == d.leader else "no"
 
 
+def view_table(d: Described, *, members: bool, state: bool, verbose: bool) -> str | None:
+    """The view asked for: members, state, or (the default) offsets."""
+    if members:
+        return members_table(d, verbose=verbose)
+    if state:
+        return state_table(d, verbose=verbose)
+    return offsets_table(d, verbose=verbose)
+
+
 def offsets_table(d: Described, *, verbose: bool) -> str | None:
     rows = partition_rows(d)
     if not rows:
