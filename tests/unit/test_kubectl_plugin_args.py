@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from kgroups.kubectl.app import app, hoist
 from kgroups.kubectl.kube import RESOURCE, Kubectl, KubectlError, Target, parse_duration
+from kgroups.kubectl.submit import CONFLICT_RETRIES
 from kgroups.operator.requests import ANNOTATION, OffsetRequest, parse_request
 
 
@@ -65,17 +66,18 @@ printf '%s\\n' "$*" >> "{log}"
 case "$1" in
   get) cat "{answer}" ;;
   auth) echo '{{"status": {{"userInfo": {{"username": "alice"}}}}}}' ;;
-  annotate) echo "{reply}" >&2; exit 1 ;;
+  annotate) cat "{reply}" >&2; exit 1 ;;
 esac
 """
 
 
 @pytest.fixture
 def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    """(the log of kubectl calls, the file whose JSON `kubectl get` answers)."""
+    """(the log of kubectl calls, the file whose JSON `kubectl get` answers); `kubectl
+    annotate` says what the file `refusal` holds (Forbidden unless a test changes it)."""
     log, answer = tmp_path / "calls", tmp_path / "answer.json"
-    script = tmp_path / "kubectl"
-    reply = "Error from server (Forbidden): nope"
+    script, reply = tmp_path / "kubectl", tmp_path / "refusal"
+    reply.write_text("Error from server (Forbidden): nope\n")
     script.write_text(FAKE.format(log=log, answer=answer, reply=reply))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("KGROUPS_KUBECTL", str(script))
@@ -133,6 +135,27 @@ def test_reset_offsets_writes_a_request_only_on_the_object_as_read(
         "topics": [{"topic": "orders", "partitions": [1, 0]}], "requestedBy": "alice",
     }  # fmt: skip
     assert "dryRun" not in sent or sent["dryRun"] is False
+
+
+def test_a_write_refused_as_a_conflict_is_retried_on_a_fresh_read(
+    fake_kubectl: tuple[Path, Path],
+) -> None:
+    """The operator patches the status every few seconds: the conditional write is made
+    again on a new read (and re-checked), a bounded number of times, then reported."""
+    log, answer = fake_kubectl
+    answer.write_text(json.dumps(_group()))
+    conflict = ('Error from server (Conflict): Operation cannot be fulfilled on '
+                'consumergroups.kgroups.io "billing": the object has been modified')  # fmt: skip
+    (log.parent / "refusal").write_text(conflict + "\n")
+    code, _, err = run("delete-offsets", "billing", "-n", "team", "--topic", "orders:2")
+    assert code == 1
+    assert "(Conflict)" in err
+    calls = [line.split(" ")[0] for line in log.read_text().splitlines()]
+    assert calls == ["get", "auth", "annotate"] + ["get", "annotate"] * (CONFLICT_RETRIES - 1)
+    values = {
+        line.split(" ")[3] for line in log.read_text().splitlines() if line.startswith("annotate")
+    }
+    assert len(values) == 1  # the same request each time (one id)
 
 
 def test_a_pending_request_is_not_replaced(fake_kubectl: tuple[Path, Path]) -> None:

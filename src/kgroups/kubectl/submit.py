@@ -2,7 +2,9 @@
 
 The request goes into the kgroups.io/offset-request annotation with `kubectl annotate`,
 conditional on the object as just read and never over a pending request (the operator
-executes one at a time per group, and a replaced request would be lost unrecorded). Then
+executes one at a time per group, and a replaced request would be lost unrecorded). The
+operator patches the status often (lag every few seconds), so a write refused as a
+Conflict is retried on a fresh read, a bounded number of times. Then
 the ConsumerGroup is read until its status.offsetRequests holds a final record of the
 request's id, for a bounded time: an operator that is down or slow leaves the request
 pending on the object, and the user is told so rather than left waiting.
@@ -14,12 +16,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kgroups.kubectl.kube import Kubectl
+from kgroups.kubectl.kube import Kubectl, KubectlError
 from kgroups.kubectl.views import group_id
 from kgroups.operator import requests as rq
 from kgroups.operator.models import OffsetRequestResult
 
 POLL_S = 0.3
+CONFLICT_RETRIES = 10
 
 
 class RequestError(Exception):
@@ -45,11 +48,24 @@ def submit(
     """Write the request `make(requested_by)` on the ConsumerGroup and wait (bounded) for
     the operator's record of it; (the group id, the record). KubectlError or
     RequestError when either cannot be had."""
-    obj = kube.get(name)
-    check_writable(obj)
-    request = make(kube.whoami())
-    kube.annotate(name, rq.ANNOTATION, request.encode(), obj["metadata"]["resourceVersion"])
+    request: rq.OffsetRequest | None = None
+    for attempt in range(CONFLICT_RETRIES):
+        obj = kube.get(name)
+        check_writable(obj)
+        request = request or make(kube.whoami())
+        try:
+            kube.annotate(name, rq.ANNOTATION, request.encode(), obj["metadata"]["resourceVersion"])
+            break
+        except KubectlError as exc:
+            if not is_conflict(exc) or attempt == CONFLICT_RETRIES - 1:
+                raise
+    assert request is not None
     return group_id(obj), wait_for(kube, name, request, timeout)
+
+
+def is_conflict(exc: KubectlError) -> bool:
+    """The API server refused a write on an older resourceVersion (HTTP 409)."""
+    return "(Conflict)" in str(exc)
 
 
 def wait_for(kube: Kubectl, name: str, request: rq.OffsetRequest, timeout: float) -> dict[str, Any]:
