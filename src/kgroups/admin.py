@@ -58,6 +58,7 @@ from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.extensions import DescribeGroupsResponseV5
 from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, NO_GENERATION, GroupState
+from kgroups.security.client import ClientSecurity
 
 TIMEOUT_MS = 30_000
 R = TypeVar("R")
@@ -209,9 +210,15 @@ class Admin:
         *,
         client_id: str = "kgroups-admin",
         timeout: float = TIMEOUT_MS / 1000 + 5,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """`security`: TLS and SASL settings for a secured coordinator."""
         self.host, self.port = host, port
-        self._conn = ReconnectingConnection(fixed(host, port), client_id=client_id, timeout=timeout)
+        security = self.security = security or ClientSecurity()
+        self._conn = ReconnectingConnection(
+            fixed(host, port), client_id=client_id, timeout=timeout,
+            connect=security.connector(), authenticate=security.authenticator(),
+        )  # fmt: skip
 
     async def __aenter__(self) -> Admin:
         return self
@@ -596,14 +603,16 @@ class Cluster:
         timeout_ms: int = TIMEOUT_MS,
         client_id: str = "kgroups-admin",
         bootstrap: Admin | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
         """`bootstrap`: an open connection to `host:port` to use instead of a new one (the
         operator's shared, reconnecting client); `close()` leaves it to its owner."""
         self.timeout_ms = timeout_ms
         self._client_id = client_id
+        self._security = security
         self._owns_bootstrap = bootstrap is None
         self._bootstrap = bootstrap or Admin(
-            host, port, client_id=client_id, timeout=timeout_ms / 1000
+            host, port, client_id=client_id, timeout=timeout_ms / 1000, security=security
         )
         self._admins: dict[int, Admin] = {}
         self._nodes: dict[int, Node] | None = None
@@ -635,9 +644,8 @@ class Cluster:
             return self._bootstrap
         admin = self._admins.get(node.node_id)
         if admin is None:
-            admin = Admin(
-                node.host, node.port, client_id=self._client_id, timeout=self.timeout_ms / 1000
-            )
+            admin = Admin(node.host, node.port, client_id=self._client_id,
+                          timeout=self.timeout_ms / 1000, security=self._security)  # fmt: skip
             self._admins[node.node_id] = admin
         return admin
 
@@ -734,21 +742,29 @@ class Cluster:
 # --- one-shot helpers for the CLI ----------------------------------------------------------
 
 
-async def create_topic(host: str, port: int, name: str, partitions: int) -> None:
-    async with Admin(host, port) as admin:
+async def create_topic(
+    host: str, port: int, name: str, partitions: int, security: ClientSecurity | None = None
+) -> None:
+    async with Admin(host, port, security=security) as admin:
         await admin.create_topic(name, partitions)
 
 
-async def create_partitions(host: str, port: int, name: str, partitions: int) -> None:
-    async with Admin(host, port) as admin:
+async def create_partitions(
+    host: str, port: int, name: str, partitions: int, security: ClientSecurity | None = None
+) -> None:
+    async with Admin(host, port, security=security) as admin:
         await admin.create_partitions(name, partitions)
 
 
-async def delete_topic(host: str, port: int, name: str) -> None:
-    async with Admin(host, port) as admin:
+async def delete_topic(
+    host: str, port: int, name: str, security: ClientSecurity | None = None
+) -> None:
+    async with Admin(host, port, security=security) as admin:
         await admin.delete_topic(name)
 
 
-async def list_topics(host: str, port: int) -> list[tuple[str, int]]:
-    async with Admin(host, port) as admin:
+async def list_topics(
+    host: str, port: int, security: ClientSecurity | None = None
+) -> list[tuple[str, int]]:
+    async with Admin(host, port, security=security) as admin:
         return sorted((await admin.topics()).items())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
@@ -20,41 +21,106 @@ from typing import Annotated, Any
 
 import typer
 
+from kgroups.coordinator import listeners
 from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.listeners import ListenerSettings, SecuritySettings
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
+from kgroups.coordinator.tls import TlsSettings
 from kgroups.files import say_why_stopped
 from kgroups.groupcli import group_app
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
+from kgroups.security.client import ClientSecurity
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topic_app = typer.Typer(no_args_is_help=True, help="Create, list and delete topics.")
 app.add_typer(topic_app, name="topic")
 app.add_typer(group_app, name="group")
+credentials_app = typer.Typer(no_args_is_help=True, help="Users for PLAIN and SCRAM.")
+app.add_typer(credentials_app, name="credentials")
 
 
 def parse_address(value: str, default_port: int = 9092) -> tuple[str, int]:
     """`HOST:PORT` (or `HOST`, or `[v6]:PORT`) into a host and a port."""
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        return value, default_port
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise typer.BadParameter(f"{value!r} is not HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    try:
+        return listeners.parse_address(value, default_port)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _listeners(listen: list[str], advertise: list[str]) -> tuple[ListenerSettings, ...]:
+    """--listen PROTOCOL://HOST:PORT (repeated) with --advertise [PROTOCOL=]HOST:PORT."""
+    try:
+        parsed = [listeners.parse_listener(value) for value in listen]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    by_name = {ls.name: ls for ls in parsed}
+    for value in advertise:
+        name, sep, address = value.rpartition("=")
+        name = name.upper() if sep else parsed[0].name
+        if name not in by_name:
+            raise typer.BadParameter(f"--advertise {value}: no {name} listener")
+        host, port = parse_address(address)
+        by_name[name] = dataclasses.replace(by_name[name], advertised_host=host,
+                                            advertised_port=port)  # fmt: skip
+    return tuple(by_name[ls.name] for ls in parsed)
 
 
 @app.command()
 def coordinator(
     listen: Annotated[
-        str, typer.Option(help="Address to listen on, HOST:PORT.")
-    ] = "127.0.0.1:9092",
+        list[str],
+        typer.Option(
+            help="A listener: PROTOCOL://HOST:PORT (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) "
+            "or HOST:PORT (PLAINTEXT). Repeat for several; leave PLAINTEXT out to refuse "
+            "unauthenticated clients."
+        ),
+    ] = ["127.0.0.1:9092"],  # noqa: B006 - typer's way to give a list option a default
     data_dir: Annotated[Path, typer.Option(help="Where the SQLite store lives.")] = Path(
         ".kgroups"
     ),
     advertise: Annotated[
-        str | None, typer.Option(help="HOST:PORT clients should connect to (default: --listen).")
+        list[str] | None,
+        typer.Option(
+            help="[PROTOCOL=]HOST:PORT clients of that listener should connect to "
+            "(default: its --listen address; no PROTOCOL: the first listener)."
+        ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="TLS certificate chain (PEM) for SSL/SASL_SSL listeners.")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="Private key (PEM) of --tls-cert.")] = None,
+    tls_client_ca: Annotated[
+        Path | None, typer.Option(help="CA bundle (PEM) that signs accepted client certificates.")
+    ] = None,
+    tls_client_auth: Annotated[
+        str, typer.Option(help="Client certificates: none, requested or required (mTLS).")
+    ] = "none",
+    sasl_mechanisms: Annotated[
+        str,
+        typer.Option(
+            help="SASL mechanisms offered, comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."
+        ),
+    ] = "",
+    credentials: Annotated[
+        Path | None,
+        typer.Option(help="Users for PLAIN and SCRAM (YAML; see `kgroups credentials`)."),
+    ] = None,
+    max_reauth_ms: Annotated[
+        int,
+        typer.Option(
+            help="connections.max.reauth.ms: longest SASL session before the client "
+            "must re-authenticate (0: only a token's expiry bounds it)."
+        ),
+    ] = 0,
+    reload_interval: Annotated[
+        float,
+        typer.Option(
+            help="Seconds between checks of the certificate and credentials files "
+            "for changes (a rotated Secret applies to new connections)."
+        ),
+    ] = 10.0,
     metrics: Annotated[
         str | None,
         typer.Option(
@@ -87,15 +153,34 @@ def coordinator(
     log_level: Annotated[str, typer.Option(help="Python logging level.")] = "INFO",
     port_file: Annotated[
         Path | None,
-        typer.Option(help="Write the bound port here once listening (for --listen HOST:0)."),
+        typer.Option(
+            help="Once listening, write the first listener's bound port here, then a line "
+            "`PROTOCOL PORT` per listener (for --listen HOST:0)."
+        ),
     ] = None,
 ) -> None:
     """Run the group coordinator until SIGINT or SIGTERM."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    host, port = parse_address(listen)
-    adv_host, adv_port = parse_address(advertise) if advertise else (None, None)
+    bound = _listeners(listen, advertise or [])
+    if tls_client_auth not in ("none", "requested", "required"):
+        raise typer.BadParameter("--tls-client-auth: none, requested or required")
+    tls = None
+    if tls_cert is not None or tls_key is not None:
+        if tls_cert is None or tls_key is None:
+            raise typer.BadParameter("--tls-cert and --tls-key go together")
+        tls = TlsSettings(tls_cert, tls_key, tls_client_ca, tls_client_auth)  # type: ignore[arg-type]
+    security = SecuritySettings(
+        tls=tls,
+        sasl_mechanisms=tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip()),
+        credentials_file=credentials,
+        max_reauth_ms=max_reauth_ms,
+    )
+    try:
+        security.check(bound)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     config = CoordinatorConfig(
         group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         group_min_session_timeout_ms=min_session_timeout_ms,
@@ -109,11 +194,12 @@ def coordinator(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     settings = ServerSettings(
-        host=host,
-        port=port,
+        host=bound[0].host,
+        port=bound[0].port,
         data_dir=data_dir,
-        advertised_host=adv_host,
-        advertised_port=adv_port,
+        listeners=bound,
+        security=security,
+        reload_interval_s=reload_interval,
         max_frame_bytes=max_frame_bytes,
         synchronous="FULL" if fsync else "NORMAL",
         coordinator=config,
@@ -136,7 +222,8 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
         return 1
     if port_file is not None:
         tmp = port_file.with_suffix(".tmp")
-        tmp.write_text(f"{server.port}\n")
+        lines = [f"{server.port}", *(f"{name} {port}" for name, port in server.ports.items())]
+        tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(port_file)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -158,6 +245,15 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
 BootstrapOption = Annotated[str, typer.Option(help="Coordinator address, HOST:PORT.")]
 
 
+def _client_security() -> ClientSecurity:
+    """TLS and SASL for reaching the coordinator, from KGROUPS_* environment variables
+    (see ClientSecurity.from_env): never passwords on a command line."""
+    try:
+        return ClientSecurity.from_env()
+    except ValueError as exc:
+        raise typer.BadParameter(f"KGROUPS_* security settings: {exc}") from exc
+
+
 def _admin(call: Coroutine[Any, Any, Any], done: str) -> Any:
     """Run one admin call; a Kafka error becomes a message and exit code 1."""
     from kgroups import admin
@@ -175,6 +271,32 @@ def _admin(call: Coroutine[Any, Any, Any], done: str) -> Any:
     return result
 
 
+@credentials_app.command("hash")
+def credentials_hash(
+    username: str,
+    iterations: Annotated[
+        int, typer.Option(help="PBKDF2 iterations (Kafka's range: 4096 to 16384).")
+    ] = 8192,
+) -> None:
+    """Print USERNAME's entry for the --credentials file with SCRAM-SHA-256 and -512 hashes
+    of a password read from standard input (hidden when typed): the Secret then holds no
+    password, yet PLAIN and both SCRAMs work."""
+    from kgroups.security import credentials
+
+    if sys.stdin.isatty():
+        password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise typer.BadParameter("an empty password")
+    try:
+        scram = {m: credentials.scram_credential(password, m, iterations=iterations)
+                 for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}  # fmt: skip
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    typer.echo(credentials.render_user(username, scram), nl=False)
+
+
 @topic_app.command("create")
 def topic_create(
     name: str,
@@ -186,7 +308,7 @@ def topic_create(
 
     host, port = parse_address(bootstrap)
     _admin(
-        admin.create_topic(host, port, name, partitions),
+        admin.create_topic(host, port, name, partitions, security=_client_security()),
         f"created topic {name} with {partitions} partitions",
     )
 
@@ -202,7 +324,7 @@ def topic_partitions(
 
     host, port = parse_address(bootstrap)
     _admin(
-        admin.create_partitions(host, port, name, partitions),
+        admin.create_partitions(host, port, name, partitions, security=_client_security()),
         f"topic {name} now has {partitions} partitions",
     )
 
@@ -213,7 +335,7 @@ def topic_list(bootstrap: BootstrapOption = "127.0.0.1:9092") -> None:
     from kgroups import admin
 
     host, port = parse_address(bootstrap)
-    for name, count in _admin(admin.list_topics(host, port), ""):
+    for name, count in _admin(admin.list_topics(host, port, security=_client_security()), ""):
         typer.echo(f"{name}\t{count}")
 
 
@@ -223,7 +345,9 @@ def topic_delete(name: str, bootstrap: BootstrapOption = "127.0.0.1:9092") -> No
     from kgroups import admin
 
     host, port = parse_address(bootstrap)
-    _admin(admin.delete_topic(host, port, name), f"deleted topic {name}")
+    _admin(
+        admin.delete_topic(host, port, name, security=_client_security()), f"deleted topic {name}"
+    )
 
 
 @app.command()
@@ -329,6 +453,7 @@ def sidecar(
     address = parse_address(http) if http is not None else None
     if revoke_timeout_ms is None and http is None:
         revoke_timeout_ms = 1000
+    security = _client_security()
 
     def make_member(listener: Sidecar) -> GroupMember:
         return GroupMember(
@@ -336,7 +461,7 @@ def sidecar(
             assignors=[s for s in strategy.split(",") if s], instance_id=instance_id, rack=rack,
             session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
-            listener=listener, registry=listener.registry,
+            listener=listener, registry=listener.registry, security=security,
         )  # fmt: skip
 
     async def run() -> int:

@@ -1,12 +1,20 @@
 """Files that readers see whole or not at all (the sidecar's assignment file, the Spark
-members' staged output): write a temporary file beside the target, fsync, rename."""
+members' staged output): write a temporary file beside the target, fsync, rename. And
+files others rewrite under us (mounted Secrets): `Reloading`."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
+
+log = logging.getLogger("kgroups.files")
+T = TypeVar("T")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -44,3 +52,46 @@ def say_why_stopped(message: str) -> None:
     if TERMINATION_LOG.exists():
         with contextlib.suppress(OSError):
             TERMINATION_LOG.write_text(message + "\n")
+
+
+class Reloading(Generic[T]):
+    """A value built from files (certificates, a credentials Secret, a token), rebuilt by
+    `reload()` when their content changed. Kubernetes updates a mounted Secret by swapping
+    a symlink, so content, not modification times, decides. A change that cannot be built
+    (a half-written file, a key that does not match) keeps the last good value, and is
+    reported once, not on every poll."""
+
+    def __init__(self, what: str, paths: Sequence[Path], build: Callable[[], T]) -> None:
+        """Build now: a first value that cannot be built raises (the caller's error).
+        `build` refuses bad content with a ValueError (or OSError)."""
+        self.what = what
+        self._paths = tuple(paths)
+        self._build = build
+        self._digest = self._read_digest()
+        self._refused: bytes | None = None
+        self.value = build()
+        self.reloads = 0
+
+    def _read_digest(self) -> bytes:
+        digest = hashlib.sha256()
+        for path in self._paths:
+            digest.update(path.read_bytes())
+        return digest.digest()
+
+    def reload(self) -> bool:
+        """True if the files changed and the new value is in place."""
+        try:
+            digest = self._read_digest()
+            if digest in (self._digest, self._refused):
+                return False
+            self._refused = digest
+            value = self._build()
+        except (OSError, ValueError) as exc:  # builders refuse with ValueError
+            log.error(  # noqa: TRY400 - the reason is the message; no traceback wanted
+                "%s changed but cannot be used, keeping the previous: %s", self.what, exc
+            )
+            return False
+        self.value, self._digest, self._refused = value, digest, None
+        self.reloads += 1
+        log.info("%s reloaded", self.what)
+        return True

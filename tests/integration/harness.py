@@ -46,26 +46,44 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: fl
 
 
 class Coordinator:
-    """`kgroups coordinator` as a subprocess, on a loopback port, with a data dir."""
+    """`kgroups coordinator` as a subprocess, on loopback ports, with a data dir.
 
-    def __init__(self, data_dir: Path, *extra: str) -> None:
+    `listeners` are security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); each
+    keeps its port across restarts. `port` and `bootstrap` are the first listener's."""
+
+    def __init__(
+        self, data_dir: Path, *extra: str, listeners: Iterable[str] = ("PLAINTEXT",)
+    ) -> None:
         self.data_dir = data_dir
         self.extra = list(extra)
-        self.port = 0
+        self.protocols = list(listeners)
+        self.ports: dict[str, int] = dict.fromkeys(self.protocols, 0)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.starts = 0
 
     @property
+    def port(self) -> int:
+        return self.ports[self.protocols[0]]
+
+    @port.setter
+    def port(self, value: int) -> None:
+        self.ports[self.protocols[0]] = value
+
+    @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def address(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.ports[protocol]}"
 
     def start(self) -> None:
         port_file = self.data_dir.parent / f"{self.data_dir.name}.port"
         port_file.unlink(missing_ok=True)
+        listen = [a for p in self.protocols
+                  for a in ("--listen", f"{p}://127.0.0.1:{self.ports[p]}")]  # fmt: skip
         cmd = [
-            PYTHON, "-m", "kgroups", "coordinator",
-            "--listen", f"127.0.0.1:{self.port}",
+            PYTHON, "-m", "kgroups", "coordinator", *listen,
             "--data-dir", str(self.data_dir),
             "--port-file", str(port_file),
             *self.extra,
@@ -82,7 +100,9 @@ class Coordinator:
             return port_file.exists()
 
         wait_until(bound, 20, "the coordinator to listen")
-        self.port = int(port_file.read_text())
+        for line in port_file.read_text().splitlines()[1:]:
+            name, port = line.split()
+            self.ports[name] = int(port)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -173,7 +193,10 @@ class Member:
     def __init__(self, client: str, bootstrap: str, group: str, topics: Iterable[str], *,
                  client_id: str, strategy: str = "range", instance_id: str | None = None,
                  session_timeout_ms: int = 4000,
-                 metadata_max_age_ms: int | None = None) -> None:  # fmt: skip
+                 metadata_max_age_ms: int | None = None,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        """`env`: more environment, e.g. KGROUPS_* security settings (member.py maps them
+        to each client library's own)."""
         self.name = client_id
         args = [
             "--bootstrap", bootstrap, "--group", group, "--topics", ",".join(topics),
@@ -191,7 +214,7 @@ class Member:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         )
         self.events: list[dict[str, Any]] = []
         self.stderr: list[str] = []

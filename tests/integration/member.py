@@ -35,6 +35,38 @@ from typing import Any
 events_seen: list[dict[str, Any]] = []
 
 
+def security(client: str) -> dict[str, Any]:
+    """The KGROUPS_* security settings in the environment (the ones kgroups' own clients
+    read, kgroups.security.client) spelled as `client`'s configuration: each library joins a
+    secured group with its own TLS and SASL code."""
+    from kgroups.security.client import ClientSecurity
+
+    s = ClientSecurity.from_env()
+    if s.protocol == "PLAINTEXT":
+        return {}
+    password = s.password if s.password is not None else None
+    if password is None and s.password_file is not None:
+        password = s.password_file.read_text().rstrip("\n")
+    ca = str(s.ca_file) if s.ca_file else None
+    cert = str(s.cert_file) if s.cert_file else None
+    key = str(s.key_file) if s.key_file else None
+    if client == "confluent":
+        conf = {"security.protocol": s.protocol, "ssl.ca.location": ca,
+                "ssl.certificate.location": cert, "ssl.key.location": key,
+                "sasl.mechanisms": s.mechanism, "sasl.username": s.username,
+                "sasl.password": password}  # fmt: skip
+        return {k: v for k, v in conf.items() if v is not None}
+    if client == "aiokafka":
+        from aiokafka.helpers import create_ssl_context
+
+        ctx = create_ssl_context(cafile=ca, certfile=cert, keyfile=key) if s.tls else None
+        return {"security_protocol": s.protocol, "ssl_context": ctx, "sasl_mechanism": s.mechanism or "PLAIN",
+                "sasl_plain_username": s.username, "sasl_plain_password": password}  # fmt: skip
+    return {"security_protocol": s.protocol, "ssl_cafile": ca, "ssl_certfile": cert,
+            "ssl_keyfile": key, "sasl_mechanism": s.mechanism,
+            "sasl_plain_username": s.username, "sasl_plain_password": password}  # fmt: skip
+
+
 def emit(**event: Any) -> None:
     events_seen.append(event)
     sys.stdout.write(json.dumps(event) + "\n")
@@ -82,6 +114,7 @@ def run_kafka_python(args: argparse.Namespace) -> None:
         metadata_max_age_ms=args.metadata_max_age_ms,
         enable_auto_commit=False,
         partition_assignment_strategy=[strategies[args.strategy]],
+        **security("kafka-python"),
     )
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -152,6 +185,7 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
         max_poll_interval_ms=args.max_poll_interval_ms,
         enable_auto_commit=False,
         partition_assignment_strategy=(strategies[args.strategy],),
+        **security("aiokafka"),
     )
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -195,6 +229,7 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
 async def run_kgroups(args: argparse.Namespace) -> None:
     from kgroups.client import GroupMember
     from kgroups.client.errors import MemberError
+    from kgroups.security.client import ClientSecurity
 
     member: GroupMember
 
@@ -227,6 +262,7 @@ async def run_kgroups(args: argparse.Namespace) -> None:
         rebalance_timeout_ms=args.max_poll_interval_ms,
         metadata_max_age_ms=args.metadata_max_age_ms,
         listener=Listener(),
+        security=ClientSecurity.from_env(),
     )
     await member.start()
 
@@ -324,6 +360,7 @@ def run_confluent(args: argparse.Namespace) -> None:
     }
     if args.instance_id is not None:
         config["group.instance.id"] = args.instance_id
+    config.update(security("confluent"))
     consumer = Consumer(config)
 
     # librdkafka calls the assign callback after every SyncGroup, also with nothing new (a

@@ -29,6 +29,7 @@ from kio.schema.metadata.v12 import response as mdr
 
 from kgroups.protocol.build import build
 from kgroups.protocol.client import (
+    Authenticate,
     Connector,
     CoordinatorUnavailable,
     KafkaConnection,
@@ -76,18 +77,19 @@ class CoordinatorLink:
         timeout: float,
         *,
         connect: Connector | None = None,
+        authenticate: Authenticate | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self._group_id = group_id
         self._client_id = client_id
         self._connect = connect
+        self._authenticate = authenticate
         self.timeout = timeout
-        self._requests = ReconnectingConnection(
-            self._find, client_id=client_id, timeout=timeout, connect=connect
-        )
-        self._heartbeats = ReconnectingConnection(
-            self._find, client_id=client_id, timeout=timeout, connect=connect
-        )
+        self._requests, self._heartbeats = (
+            ReconnectingConnection(self._find, client_id=client_id, timeout=timeout,
+                                   connect=connect, authenticate=authenticate)
+            for _ in range(2)
+        )  # fmt: skip
 
     async def _find(self, deadline: float) -> tuple[str, int]:
         """FindCoordinator through each bootstrap address in turn, until `deadline`."""
@@ -97,8 +99,9 @@ class CoordinatorLink:
             try:
                 async with asyncio.timeout_at(deadline):
                     conn = await KafkaConnection.open(
-                        host, port, client_id=self._client_id, connect=self._connect
-                    )
+                        host, port, client_id=self._client_id, connect=self._connect,
+                        authenticate=self._authenticate,
+                    )  # fmt: skip
                     body = build(
                         fc.FindCoordinatorRequest,
                         {"key_type": 0, "coordinator_keys": [self._group_id]},

@@ -112,6 +112,7 @@ from kgroups.protocol.responses import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
+from kgroups.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -169,12 +170,14 @@ class GroupMember:
         client_id: str = "kgroups",
         listener: RebalanceListener | None = None,
         connect: Connector | None = None,
+        security: ClientSecurity | None = None,
         registry: CollectorRegistry | None = None,
         wall_clock: Callable[[], float] | None = None,
     ) -> None:
         """Kafka's consumer settings, with Kafka's defaults; `registry` receives the
         member's metrics (default: prometheus_client's REGISTRY) and `wall_clock` gives
-        their timestamps (unix seconds, default `time.time`)."""
+        their timestamps (unix seconds, default `time.time`); `security` is the TLS and
+        SASL to reach a secured coordinator with (Kafka's security.protocol, ssl.*, sasl.*)."""
         if not group_id:
             raise ValueError("group_id must not be empty")
         self.group_id = group_id
@@ -200,7 +203,8 @@ class GroupMember:
         self.listener = listener
         self._link = CoordinatorLink(
             parse_bootstrap(bootstrap), group_id, client_id, request_timeout_ms / 1000,
-            connect=connect,
+            connect=(security or ClientSecurity()).connector(connect),
+            authenticate=(security or ClientSecurity()).authenticator(),
         )  # fmt: skip
         self.member_id = ""
         self.generation = NO_GENERATION

@@ -50,9 +50,17 @@ from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
 from kgroups.coordinator.core.records import Record
+from kgroups.coordinator.listeners import (
+    ListenerSettings,
+    SecurityProtocol,
+    SecuritySettings,
+)
 from kgroups.coordinator.metrics import CoordinatorMetrics
+from kgroups.coordinator.security import ListenerSecurity, Security
 from kgroups.coordinator.store import RecordStore, Store
+from kgroups.coordinator.tls import certificate_principal
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
+from kgroups.coordinator.wire.sasl import authenticate_frame, handshake_frame
 from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
 from kgroups.protocol.apis import ApiKey, api_name, metric_api_name
 from kgroups.protocol.frames import (
@@ -64,6 +72,8 @@ from kgroups.protocol.frames import (
     parse_request,
     peek_header,
 )
+from kgroups.security.sasl import ANONYMOUS
+from kgroups.security.session import Session
 
 log = logging.getLogger("kgroups.coordinator")
 
@@ -76,6 +86,9 @@ MAX_QUEUED_BYTES = 16 * 1024 * 1024
 """Bytes of whole frames a connection may have waiting before we stop reading from it."""
 MAX_UNSENT_BYTES = 256 * 1024
 """Answers a connection may have waiting to be written before we stop taking its requests."""
+FAILED_AUTHENTICATION_DELAY_S = 0.1
+"""Kafka's connection.failed.authentication.delay.ms: a refused client's connection closes
+this long after its answer, slowing password guessing down."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +103,46 @@ class ServerSettings:
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
     metrics: tuple[str, int] | None = None
     """Serve Prometheus metrics at http://HOST:PORT/metrics; None: no metrics endpoint."""
+    listeners: tuple[ListenerSettings, ...] = ()
+    """Where to listen and how each listener is secured; empty: one PLAINTEXT listener on
+    host:port (advertised as advertised_host:advertised_port)."""
+    security: SecuritySettings = field(default_factory=SecuritySettings)
+    reload_interval_s: float = 10.0
+    """How often certificate and credentials files are checked for changes."""
+
+    def all_listeners(self) -> tuple[ListenerSettings, ...]:
+        if self.listeners:
+            return self.listeners
+        return (ListenerSettings(SecurityProtocol.PLAINTEXT, self.host, self.port,
+                                 self.advertised_host, self.advertised_port),)  # fmt: skip
+
+
+@dataclass(slots=True)
+class Listener:
+    """A listener while serving: its settings, security and bound port."""
+
+    settings: ListenerSettings
+    security: ListenerSecurity
+    server: asyncio.Server | None = None
+    port: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def node(self) -> Node:
+        s = self.settings
+        return Node(0, s.advertised_host or s.host, s.advertised_port or self.port)
 
 
 class Connection(asyncio.Protocol):
     """One client connection: frames in, one request in flight, replies out in order."""
 
-    def __init__(self, server: CoordinatorServer) -> None:
+    def __init__(self, server: CoordinatorServer, listener: Listener | None = None) -> None:
         self.server = server
+        self.listener = listener
+        self.session = Session(None)
+        self._closing = False
         self.transport: asyncio.Transport | None = None
         self.peer = "unknown"
         self.client_host = ""
@@ -120,6 +166,12 @@ class Connection(asyncio.Protocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
             self.client_host = f"/{peername[0]}"
+        if self.listener is not None:
+            security = self.listener.security
+            principal = None
+            if security.tls is not None:
+                principal = certificate_principal(transport.get_extra_info("peercert"))
+            self.session = Session(security.sasl, principal or ANONYMOUS)
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -166,6 +218,7 @@ class Connection(asyncio.Protocol):
         try:
             while (
                 not self._busy
+                and not self._closing
                 and not self._write_paused
                 and self._out_bytes < MAX_UNSENT_BYTES
                 and self._frames
@@ -222,6 +275,19 @@ class Connection(asyncio.Protocol):
         handle = loop.call_later(delay_s, fire)
         self.timers.add(handle)
 
+    def answer_and_close(self, frame: bytes, reason: str, delay_s: float) -> None:
+        """Send this last answer now, take no more requests, and close after `delay_s`.
+        A Kafka broker sends a failed authentication's answer late and hangs up at once;
+        some clients (kafka-python over TLS) then see the hang-up before the answer and
+        report a lost connection instead of the refusal: answering first is clearer, and
+        the connection still takes no new attempt before it closes."""
+        self._closing = True
+        self.complete(frame)
+        handle = asyncio.get_running_loop().call_later(
+            delay_s, lambda: self.close_after_answers(reason)
+        )
+        self.timers.add(handle)
+
     def close_after_answers(self, reason: str) -> None:
         """Hang up once the answers already given are written (the client may have
         pipelined valid requests ahead of the one that ends the connection)."""
@@ -272,12 +338,16 @@ class CoordinatorServer:
         self.connections: set[Connection] = set()
         self.coordinator: GroupCoordinator | None = None
         self.port = settings.port
+        self.security = Security(settings.security, settings.all_listeners())
+        self.listeners = [
+            Listener(ls, self.security.for_listener(ls)) for ls in settings.all_listeners()
+        ]
+        self._reloader: asyncio.Task[None] | None = None
         self._store: RecordStore = store or Store(
             settings.data_dir, synchronous=settings.synchronous
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-store")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
         self._epoch_offset_ms = 0
         self._refs = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
@@ -325,40 +395,53 @@ class CoordinatorServer:
             self._executor, lambda: list(self._store.load())
         )
         if listen:
-            self._server = await loop.create_server(
-                lambda: Connection(self), self.settings.host, self.settings.port
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
-        node = Node(
-            0,
-            self.settings.advertised_host or self.settings.host,
-            self.settings.advertised_port or self.port,
-        )
-        coordinator = GroupCoordinator(self.settings.coordinator, node=node, cluster_id=cluster_id,
-                                       new_member_id=self._new_member_id)  # fmt: skip
+            for listener in self.listeners:
+                await self._listen(loop, listener)
+            self.port = self.listeners[0].port
+            if self.security.watches_files:
+                self._reloader = loop.create_task(self._reload_forever())
+        node = self.listeners[0].node()
+        coordinator = GroupCoordinator(
+            self.settings.coordinator, node=node, cluster_id=cluster_id,
+            new_member_id=self._new_member_id, nodes={ls.name: ls.node() for ls in self.listeners},
+        )  # fmt: skip
         for record in records:
             coordinator.replay(record)
         self.coordinator = coordinator
         groups = len(coordinator.groups)
-        log.info(
-            "coordinator listening on %s:%d (advertised %s:%d), data dir %s: "
-            "replayed %d records, %d groups",
-            self.settings.host,
-            self.port,
-            node.host,
-            node.port,
-            self.settings.data_dir,
-            len(records),
-            groups,
+        where = ", ".join(
+            f"{ls.name} {ls.settings.host}:{ls.port} (advertised {ls.node().host}:{ls.node().port})"
+            for ls in self.listeners
         )
+        log.info("coordinator listening on %s, data dir %s: replayed %d records, %d groups",
+                 where, self.settings.data_dir, len(records), groups)  # fmt: skip
         self._submit(coordinator.resume(now_ms=self.now_ms()))
         self._rearm()
+
+    async def _listen(self, loop: asyncio.AbstractEventLoop, listener: Listener) -> None:
+        s = listener.settings
+        tls = listener.security.tls
+        listener.server = await loop.create_server(
+            lambda: Connection(self, listener), s.host, s.port,
+            ssl=tls.outer if tls is not None else None,
+        )  # fmt: skip
+        listener.port = listener.server.sockets[0].getsockname()[1]
+
+    async def _reload_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.reload_interval_s)
+            self.security.reload()
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The bound port of each listener, by name (PLAINTEXT, SASL_SSL...)."""
+        return {listener.name: listener.port for listener in self.listeners}
 
     def accept(self, transport: asyncio.Transport) -> Connection:
         """Serve a connection that did not come through the listener."""
         if self.failure is not None or self.stopped:
             raise ConnectionRefusedError("the coordinator is not serving")
-        conn = Connection(self)
+        conn = Connection(self, self.listeners[0])
         conn.connection_made(transport)
         return conn
 
@@ -374,8 +457,9 @@ class CoordinatorServer:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, finish pending writes, close the store."""
-        if self._server is not None:
-            self._server.close()
+        self._close_listeners()
+        if self._reloader is not None:
+            self._reloader.cancel()
         await self._endpoints.close()
         for conn in list(self.connections):
             if conn.transport is not None:
@@ -390,11 +474,17 @@ class CoordinatorServer:
                 self._executor, self._store.append, records
             )
             self._queue.clear()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for listener in self.listeners:
+            if listener.server is not None:
+                await listener.server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
         self._executor.shutdown(wait=True)
         self._stopped.set()
+
+    def _close_listeners(self) -> None:
+        for listener in self.listeners:
+            if listener.server is not None:
+                listener.server.close()
 
     @property
     def metrics_port(self) -> int:
@@ -412,7 +502,7 @@ class CoordinatorServer:
             return f"coordinator stopped: {self.failure!r}"
         if self.coordinator is None:
             return "replaying the store"
-        if self._server is None or not self._server.is_serving():
+        if any(ls.server is None or not ls.server.is_serving() for ls in self.listeners):
             return "not listening"
         return None
 
@@ -430,8 +520,15 @@ class CoordinatorServer:
         except MalformedFrame as exc:
             conn.abort(str(exc))
             return
+        refused = conn.session.admit(key, self.now_ms())
+        if refused is not None:
+            conn.abort(refused)
+            return
         if key == ApiKey.API_VERSIONS:
             conn.complete(api_versions_frame(correlation_id, version))
+            return
+        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            self._authenticate(conn, frame)
             return
         try:
             request = parse_request(frame)
@@ -459,7 +556,9 @@ class CoordinatorServer:
         self._pending[ref] = _Pending(
             conn, key, version, correlation_id, self._loop.time(), group_id
         )
-        ctx = RequestContext(ref, version, request.client_id, conn.client_host)
+        listener = conn.listener.name if conn.listener else ""
+        ctx = RequestContext(ref, version, request.client_id, conn.client_host,
+                             str(conn.session.principal), listener)  # fmt: skip
         try:
             effects = coordinator.handle(ctx, body, now_ms=self.now_ms())
         except HandlerFailed as failed:
@@ -467,6 +566,32 @@ class CoordinatorServer:
             return
         self._submit(effects)
         self._rearm()
+
+    def _authenticate(self, conn: Connection, frame: bytes) -> None:
+        """SaslHandshake and SaslAuthenticate: the connection's business, not the core's."""
+        try:
+            request = parse_request(frame)
+        except (MalformedFrame, UnsupportedRequest) as exc:
+            conn.abort(f"bad SASL request: {exc}")
+            return
+        session, body = conn.session, request.body
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            hs = session.handshake(body.mechanism, request.api_version)
+            answer = handshake_frame(request.api_version, request.correlation_id, hs)
+            close, why = hs.close, f"SASL handshake refused ({hs.error.name})"
+        else:
+            auth = session.authenticate(bytes(body.auth_bytes), self.now_ms())
+            answer = authenticate_frame(request.api_version, request.correlation_id, auth)
+            close, why = auth.close, f"SASL authentication failed: {auth.message}"
+            if auth.authenticated is not None:
+                again = " again" if session.reauthentications else ""
+                log.info("%s authenticated as %s (%s)%s", conn.peer, auth.authenticated,
+                         session.mechanism, again)  # fmt: skip
+        if close:
+            log.warning("refused %s: %s", conn.peer, why)
+            conn.answer_and_close(answer, why, FAILED_AUTHENTICATION_DELAY_S)
+        else:
+            conn.complete(answer)
 
     # -- the ordered pipeline ------------------------------------------------------------
 
@@ -573,8 +698,7 @@ class CoordinatorServer:
         log.critical("%s, stopping the coordinator: %r", what, cause or exc,
                      exc_info=cause)  # fmt: skip
         self.failure = exc
-        if self._server is not None:
-            self._server.close()
+        self._close_listeners()
         for conn in list(self.connections):
             conn.abort(f"coordinator stopping: {what}")
         if self._timer is not None:

@@ -25,6 +25,7 @@ from kgroups.groupcli import options, parse, reset
 from kgroups.groupcli.deleting import Report, delete_groups_report, delete_offsets_report
 from kgroups.groupcli.table import Column, render
 from kgroups.protocol.errors import ErrorCode
+from kgroups.security.client import ClientSecurity
 
 T = TypeVar("T")
 
@@ -83,9 +84,13 @@ def run(bootstrap: str, timeout_ms: int, work: Callable[[Cluster], Awaitable[T]]
     """Do `work` with a cluster reached through `bootstrap`; what goes wrong on the way
     (a Kafka error, a plan that cannot be made, no answer) ends the command with exit 1."""
     host, port = address(bootstrap)
+    try:
+        security = ClientSecurity.from_env()
+    except ValueError as exc:
+        fail(f"Error: KGROUPS_* security settings: {exc}")
 
     async def main() -> T:
-        async with Cluster(host, port, timeout_ms=timeout_ms) as cluster:
+        async with Cluster(host, port, timeout_ms=timeout_ms, security=security) as cluster:
             return await work(cluster)
 
     try:

@@ -231,7 +231,8 @@ async def execute(admin: Admin, group_id: str, request: rq.OffsetRequest) -> rq.
     """Plan (and unless a dry run, write) the request at the coordinator `admin` reaches;
     whatever goes wrong on the way is a Failed outcome with Kafka's words."""
     try:
-        async with Cluster(admin.host, admin.port, bootstrap=admin) as cluster:
+        async with Cluster(admin.host, admin.port, bootstrap=admin,
+                           security=admin.security) as cluster:  # fmt: skip
             if request.action is OffsetRequestAction.DELETE_OFFSETS:
                 return await _delete_offsets(cluster, group_id, request)
             return await _reset(cluster, group_id, request)

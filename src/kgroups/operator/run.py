@@ -19,6 +19,7 @@ from kgroups.exposition import HttpEndpoints, metrics_route
 from kgroups.files import say_why_stopped
 from kgroups.operator.handlers import MIRROR_ID, register
 from kgroups.operator.metrics import OperatorMetrics, TimedAdmin, time_patches
+from kgroups.security.client import ClientSecurity
 
 FINALIZER = "kgroups.io/finalizer"
 
@@ -56,13 +57,16 @@ async def run(
     liveness: str | None = None,
     metrics: tuple[str, int] | None = None,
     operator_metrics: OperatorMetrics | None = None,
+    security: ClientSecurity | None = None,
 ) -> None:
     """Run until `stop_flag`; `metrics` serves /metrics there (`operator_metrics`, given
     or made here)."""
     logging.getLogger("kopf.objects").addFilter(_QuietTimer())
     registry = kopf.OperatorRegistry()
     facts = operator_metrics or OperatorMetrics()
-    admin = TimedAdmin(*coordinator, facts, client_id="kgroups-operator")
+    # The operator's own identity towards the coordinator (KGROUPS_* settings).
+    admin = TimedAdmin(*coordinator, facts, client_id="kgroups-operator",
+                       security=security or ClientSecurity.from_env())  # fmt: skip
     register(registry, admin, [] if clusterwide else namespaces, facts)
     endpoints = HttpEndpoints({"/metrics": metrics_route(facts.registry)})
     try:

@@ -31,9 +31,11 @@ class ApiKey:
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
@@ -55,7 +57,9 @@ _NAMES = {
     ApiKey.SYNC_GROUP: "sync_group",
     ApiKey.DESCRIBE_GROUPS: "describe_groups",
     ApiKey.LIST_GROUPS: "list_groups",
+    ApiKey.SASL_HANDSHAKE: "sasl_handshake",
     ApiKey.API_VERSIONS: "api_versions",
+    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
     ApiKey.CREATE_TOPICS: "create_topics",
     ApiKey.DELETE_TOPICS: "delete_topics",
     ApiKey.CREATE_PARTITIONS: "create_partitions",
@@ -84,6 +88,9 @@ def _range(key: int, name: str) -> ApiRange:
 
 SUPPORTED: dict[int, ApiRange] = {key: _range(key, name) for key, name in _NAMES.items()}
 """Every API served, by key: what ApiVersions advertises."""
+SUPPORTED[ApiKey.SASL_HANDSHAKE] = ApiRange(ApiKey.SASL_HANDSHAKE, "sasl_handshake", 1, 1)
+"""SaslHandshake v0 is followed by raw, unframed SASL tokens (before KIP-152); every client
+kgroups meets sends v1 and then SaslAuthenticate, which is all that is served."""
 
 
 def _load(path: str) -> type:

@@ -16,7 +16,11 @@ request whose caller gives up (timeout or cancellation) also drops the connectio
 server answers one request at a time per connection, so a request left parked there
 (a JoinGroup waiting for a rebalance) would hold up every later one.
 
-Both take a `connect` function, so tests can run them over in-memory transports.
+Both take a `connect` function, so tests can run them over in-memory transports (or
+over TLS: kgroups.security.client), and an `authenticate` function run on every new
+connection before anything else is sent (SASL). Its answer is how long the server's session
+lasts; the connection authenticates again on its own before then (KIP-368), at a random
+85-95% of the lifetime as Kafka's clients do, and closes if that fails.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import contextlib
 import io
 import itertools
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -38,6 +43,8 @@ Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Connector = Callable[[str, int], Awaitable[Streams]]
 Locate = Callable[[float], Awaitable[tuple[str, int]]]
 """Given a deadline (event-loop time), the (host, port) to connect to."""
+Authenticate = Callable[["KafkaConnection"], Awaitable[float]]
+"""Authenticates a new connection; the seconds its session lasts (0: no limit)."""
 
 
 class ConnectionClosed(ConnectionError):
@@ -98,6 +105,8 @@ class KafkaConnection:
         self._waiting: dict[int, tuple[type, asyncio.Future[Any]]] = {}
         self._closed: BaseException | None = None
         self._task = asyncio.create_task(self._read_loop(), name="kafka-connection-reader")
+        self._reauth: asyncio.TimerHandle | None = None
+        self.reauthentications = 0
 
     @classmethod
     async def open(
@@ -107,9 +116,38 @@ class KafkaConnection:
         *,
         client_id: str = "kgroups",
         connect: Connector | None = None,
+        authenticate: Authenticate | None = None,
     ) -> KafkaConnection:
         reader, writer = await (connect or _tcp)(host, port)
-        return cls(reader, writer, client_id)
+        conn = cls(reader, writer, client_id)
+        if authenticate is not None:
+            try:
+                lifetime = await authenticate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            conn._keep_authenticated(authenticate, lifetime)
+        return conn
+
+    def _keep_authenticated(self, authenticate: Authenticate, lifetime: float) -> None:
+        if lifetime <= 0 or self.closed:
+            return
+        loop = asyncio.get_running_loop()
+
+        def due() -> None:
+            task = loop.create_task(self._reauthenticate(authenticate), name="kafka-reauth")
+            task.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+
+        self._reauth = loop.call_later(lifetime * random.uniform(0.85, 0.95), due)
+
+    async def _reauthenticate(self, authenticate: Authenticate) -> None:
+        try:
+            lifetime = await authenticate(self)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the session ends with it
+            self._fail(ConnectionClosed(f"re-authentication failed: {exc}"))
+            return
+        self.reauthentications += 1
+        self._keep_authenticated(authenticate, lifetime)
 
     @property
     def closed(self) -> bool:
@@ -161,6 +199,8 @@ class KafkaConnection:
         """Close for good: every waiting request fails with `exc` now."""
         if self._closed is None:
             self._closed = exc
+        if self._reauth is not None:
+            self._reauth.cancel()
         waiting, self._waiting = self._waiting, {}
         for _, future in waiting.values():
             if not future.done():
@@ -196,11 +236,13 @@ class ReconnectingConnection:
         client_id: str,
         timeout: float,
         connect: Connector | None = None,
+        authenticate: Authenticate | None = None,
     ) -> None:
         self._locate = locate
         self._client_id = client_id
         self.timeout = timeout
         self._connect = connect or _tcp
+        self._authenticate = authenticate
         self._conn: KafkaConnection | None = None
         self._opening: asyncio.Task[KafkaConnection] | None = None
 
@@ -253,8 +295,9 @@ class ReconnectingConnection:
                 host, port = await self._locate(deadline)
                 try:
                     conn = await KafkaConnection.open(
-                        host, port, client_id=self._client_id, connect=self._connect
-                    )
+                        host, port, client_id=self._client_id, connect=self._connect,
+                        authenticate=self._authenticate,
+                    )  # fmt: skip
                 except OSError as exc:
                     raise CoordinatorUnavailable(f"cannot connect to {host}:{port}: {exc}") from exc
         except TimeoutError as exc:

@@ -264,7 +264,7 @@ def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> No
             else:
                 out.append(_topic_metadata(core, info))
         topics = tuple(out)
-    node = core.node
+    node = core.nodes.get(ctx.listener, core.node)
     core.out.reply(
         ctx.ref,
         MetadataResponse(
@@ -274,7 +274,7 @@ def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> No
 
 
 def handle_find_coordinator(core: Core, ctx: RequestContext, req: FindCoordinatorRequest) -> None:
-    node = core.node
+    node = core.nodes.get(ctx.listener, core.node)
     if req.key_type == 0:
         results = tuple(
             CoordinatorResult(key, node.node_id, node.host, node.port) for key in req.keys

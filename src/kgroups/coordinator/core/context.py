@@ -39,6 +39,8 @@ class Core:
     config: CoordinatorConfig
     node: Node
     cluster_id: str
+    nodes: dict[str, Node] = field(default_factory=dict)
+    """This node's address per listener name (advertised.listeners); `node` for others."""
     new_member_id: Callable[[str], str] = _random_member_id
     """`prefix -> unique id`; Kafka uses `clientId-UUID` (or `instanceId-UUID`)."""
     new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4

@@ -89,9 +89,12 @@ class GroupCoordinator:
         cluster_id: str,
         new_member_id: Callable[[str], str] | None = None,
         new_topic_id: Callable[[], uuid.UUID] | None = None,
+        nodes: Mapping[str, Node] | None = None,
     ) -> None:
+        """`node` is this coordinator as clients reach it; `nodes`, per listener name, where
+        listeners advertise different addresses."""
         config.validate()
-        self._core = Core(config=config, node=node, cluster_id=cluster_id)
+        self._core = Core(config=config, node=node, cluster_id=cluster_id, nodes=dict(nodes or {}))
         if new_member_id is not None:
             self._core.new_member_id = new_member_id
         if new_topic_id is not None:

@@ -25,6 +25,11 @@ class RequestContext:
     api_version: int
     client_id: str = ""
     client_host: str = ""
+    principal: str = "User:ANONYMOUS"
+    """Who the connection authenticated as (Kafka's `User:name`)."""
+    listener: str = ""
+    """The listener the request came in on: FindCoordinator and Metadata answer with that
+    listener's advertised address ("" or unknown: the coordinator's first)."""
 
 
 @dataclass(frozen=True, slots=True)
