@@ -22,7 +22,9 @@ from typing import Annotated, Any
 import typer
 
 from kgroups.coordinator import listeners
+from kgroups.coordinator.authorizers import AuthorizationSettings
 from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.kubeapi import KubeApiError
 from kgroups.coordinator.listeners import ListenerSettings, SecuritySettings
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
@@ -121,6 +123,24 @@ def coordinator(
             "for changes (a rotated Secret applies to new connections)."
         ),
     ] = 10.0,
+    acl_file: Annotated[
+        Path | None,
+        typer.Option(help="Authorize with Kafka ACLs from this YAML file (reloaded on change)."),
+    ] = None,
+    rbac_namespace: Annotated[
+        str | None,
+        typer.Option(
+            help="Authorize with Kubernetes RBAC: SubjectAccessReviews on ConsumerGroups and "
+            "Topics in this namespace (verbs join, commit, reset, get, delete, consume...)."
+        ),
+    ] = None,
+    rbac_cache_ttl: Annotated[
+        float, typer.Option(help="Seconds an RBAC answer (yes or no) is reused.")
+    ] = 10.0,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="For RBAC: the API server (default $KUBECONFIG or the pod's own)."),
+    ] = None,
     metrics: Annotated[
         str | None,
         typer.Option(
@@ -181,6 +201,11 @@ def coordinator(
         security.check(bound)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    if acl_file is not None and rbac_namespace is not None:
+        raise typer.BadParameter("--acl-file or --rbac-namespace, not both")
+    authorization = None
+    if acl_file is not None or rbac_namespace is not None:
+        authorization = AuthorizationSettings(acl_file, rbac_namespace, rbac_cache_ttl, kubeconfig)
     config = CoordinatorConfig(
         group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         group_min_session_timeout_ms=min_session_timeout_ms,
@@ -200,6 +225,7 @@ def coordinator(
         listeners=bound,
         security=security,
         reload_interval_s=reload_interval,
+        authorization=authorization,
         max_frame_bytes=max_frame_bytes,
         synchronous="FULL" if fsync else "NORMAL",
         coordinator=config,
@@ -214,7 +240,11 @@ def _stopped_because(reason: str) -> None:
 
 
 async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
-    server = CoordinatorServer(settings)
+    try:
+        server = CoordinatorServer(settings)
+    except (ValueError, OSError, KubeApiError) as exc:  # unusable certificates, ACLs, config
+        _stopped_because(f"cannot start: {exc}")
+        return 1
     try:
         await server.start()
     except StoreError as exc:

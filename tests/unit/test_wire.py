@@ -22,12 +22,14 @@ from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.wire import DECODERS, api_versions_frame, decode, encode, refused_produce
 from kgroups.coordinator.wire.encode import ENCODERS
+from kgroups.coordinator.wire.sasl import authenticate_frame, handshake_frame
 from kgroups.protocol.apis import SUPPORTED, ApiKey, request_class, response_class
 from kgroups.protocol.build import build
 from kgroups.protocol.client import encode_request
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.frames import parse_request, writer_for
 from kgroups.protocol.tags import reader_for
+from kgroups.security.session import AuthenticateAnswer, HandshakeAnswer
 
 E = ErrorCode
 TID = uuid.UUID(int=77)
@@ -90,10 +92,11 @@ RESPONSES: dict[int, Any] = {
     ),
 }
 
+EDGE = (ApiKey.API_VERSIONS, ApiKey.PRODUCE, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 VERSIONS = [
     (key, version)
     for key, spec in sorted(SUPPORTED.items())
-    if key not in (ApiKey.API_VERSIONS, ApiKey.PRODUCE)  # both answered by the edge
+    if key not in EDGE  # answered by the server's edge, never the core
     for version in range(spec.min_version, spec.max_version + 1)
 ]
 
@@ -323,6 +326,33 @@ def test_produce_is_listed_and_refused_as_kafka_refuses_a_principal_without_writ
     zero = build(request_class(ApiKey.PRODUCE, version), {**values, "acks": 0})
     assert refused_produce(version, 10, parse_request(
         encode_request(zero, correlation_id=10)[4:]).body) is None  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "version"),
+    [(k, v) for k in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+     for v in range(SUPPORTED[k].min_version, SUPPORTED[k].max_version + 1)],
+)  # fmt: skip
+def test_sasl_answers_encode_in_every_version(key: int, version: int) -> None:
+    """SaslHandshake and SaslAuthenticate are the edge's: their frames read back as sent
+    (the session lifetime only from SaslAuthenticate v1, KIP-368)."""
+    if key == ApiKey.SASL_HANDSHAKE:
+        answer = HandshakeAnswer(ErrorCode.unsupported_sasl_mechanism, ("PLAIN", "SCRAM-SHA-512"))
+        frame = handshake_frame(version, 7, answer)
+    else:
+        auth = AuthenticateAnswer(ErrorCode.sasl_authentication_failed, "no", b"\x01\x02", 5000)
+        frame = authenticate_frame(version, 7, auth)
+    cls = response_class(key, version)
+    body_at = 9 if cls.__flexible__ else 8
+    response, size = reader_for(cls)(memoryview(frame), body_at)
+    assert int.from_bytes(frame[4:8], "big") == 7 and body_at + size == len(frame)
+    if key == ApiKey.SASL_HANDSHAKE:
+        assert response.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+        assert response.error_code is E.unsupported_sasl_mechanism
+    else:
+        assert (response.error_message, bytes(response.auth_bytes)) == ("no", b"\x01\x02")
+        if version >= 1:
+            assert response.session_lifetime.total_seconds() == 5
 
 
 def _commit_with_log_end(version: int) -> Any:

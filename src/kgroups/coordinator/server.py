@@ -37,6 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgroups.coordinator.authorizers import (
+    AclFileAuthorizer,
+    AuthorizationSettings,
+    make_authorizer,
+)
 from kgroups.coordinator.core import (
     CoordinatorConfig,
     Effects,
@@ -72,6 +77,7 @@ from kgroups.protocol.frames import (
     parse_request,
     peek_header,
 )
+from kgroups.security.actions import Action
 from kgroups.security.sasl import ANONYMOUS
 from kgroups.security.session import Session
 
@@ -86,6 +92,8 @@ MAX_QUEUED_BYTES = 16 * 1024 * 1024
 """Bytes of whole frames a connection may have waiting before we stop reading from it."""
 MAX_UNSENT_BYTES = 256 * 1024
 """Answers a connection may have waiting to be written before we stop taking its requests."""
+REFUSAL_LOG_INTERVAL_S = 60.0
+"""An authorization refusal is logged once per principal and refusal in this time."""
 FAILED_AUTHENTICATION_DELAY_S = 0.1
 """Kafka's connection.failed.authentication.delay.ms: a refused client's connection closes
 this long after its answer, slowing password guessing down."""
@@ -108,7 +116,9 @@ class ServerSettings:
     host:port (advertised as advertised_host:advertised_port)."""
     security: SecuritySettings = field(default_factory=SecuritySettings)
     reload_interval_s: float = 10.0
-    """How often certificate and credentials files are checked for changes."""
+    """How often certificate, credentials and ACL files are checked for changes."""
+    authorization: AuthorizationSettings | None = None
+    """Who may do what (None: everyone everything, as a broker without an authorizer)."""
 
     def all_listeners(self) -> tuple[ListenerSettings, ...]:
         if self.listeners:
@@ -307,6 +317,19 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
+@dataclass(frozen=True, slots=True)
+class _Incoming:
+    """A decoded request on its way to the core (perhaps via the authorizer)."""
+
+    conn: Connection
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str
+    body: Any
+    received: float
+
+
 @dataclass(slots=True)
 class _Pending:
     conn: Connection
@@ -343,6 +366,9 @@ class CoordinatorServer:
             Listener(ls, self.security.for_listener(ls)) for ls in settings.all_listeners()
         ]
         self._reloader: asyncio.Task[None] | None = None
+        self.authorizer = make_authorizer(settings.authorization)
+        self._authorizing: set[asyncio.Task[None]] = set()
+        self._refusals_logged: dict[tuple[str, frozenset[Action]], float] = {}
         self._store: RecordStore = store or Store(
             settings.data_dir, synchronous=settings.synchronous
         )
@@ -398,7 +424,7 @@ class CoordinatorServer:
             for listener in self.listeners:
                 await self._listen(loop, listener)
             self.port = self.listeners[0].port
-            if self.security.watches_files:
+            if self.security.watches_files or isinstance(self.authorizer, AclFileAuthorizer):
                 self._reloader = loop.create_task(self._reload_forever())
         node = self.listeners[0].node()
         coordinator = GroupCoordinator(
@@ -431,6 +457,8 @@ class CoordinatorServer:
         while True:
             await asyncio.sleep(self.settings.reload_interval_s)
             self.security.reload()
+            if isinstance(self.authorizer, AclFileAuthorizer):
+                self.authorizer.reload()
 
     @property
     def ports(self) -> dict[str, int]:
@@ -461,6 +489,10 @@ class CoordinatorServer:
         if self._reloader is not None:
             self._reloader.cancel()
         await self._endpoints.close()
+        for task in list(self._authorizing):
+            task.cancel()
+        if self.authorizer is not None:
+            await self.authorizer.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -548,17 +580,63 @@ class CoordinatorServer:
             return
         coordinator = self.coordinator
         assert coordinator is not None
+        assert self._loop is not None
+        received = self._loop.time()
+        incoming = _Incoming(conn, key, version, correlation_id, request.client_id, body, received)
+        denied: frozenset[Action] = frozenset()
+        if self.authorizer is not None:
+            actions = coordinator.needed(body)
+            if actions:
+                principal = str(conn.session.principal)
+                reset = isinstance(body, OffsetCommitRequest) and body.generation_id < 0
+                known = self.authorizer.denied_now(principal, conn.client_host, key, actions,
+                                                   reset)  # fmt: skip
+                if known is None:  # ask, then handle: the connection waits, in order
+                    task = self._loop.create_task(
+                        self._authorize_then_handle(incoming, principal, actions, reset)
+                    )
+                    self._authorizing.add(task)
+                    task.add_done_callback(self._authorizing.discard)
+                    return
+                denied = known
+        self._handle(incoming, denied)
+
+    async def _authorize_then_handle(self, incoming: _Incoming, principal: str,
+                                     actions: frozenset[Action], reset: bool) -> None:  # fmt: skip
+        authorizer, conn, coordinator = self.authorizer, incoming.conn, self.coordinator
+        assert authorizer is not None
+        assert coordinator is not None
+        denied: frozenset[Action] = frozenset()
+        asked: frozenset[Action] = frozenset()
+        while actions - asked:
+            # The state may have moved while we waited (a group or topic created): what
+            # the request needs now is asked about too, since handlers allow whatever is
+            # not refused.
+            new = actions - asked
+            denied |= await authorizer.denied(principal, conn.client_host, incoming.api_key,
+                                              new, reset)  # fmt: skip
+            if conn.closed or self.failure is not None or self.stopped:
+                return
+            asked |= new
+            actions = asked | coordinator.needed(incoming.body)
+        self._handle(incoming, denied)
+
+    def _handle(self, incoming: _Incoming, denied: frozenset[Action]) -> None:
+        conn, key, version, body = incoming.conn, incoming.api_key, incoming.version, incoming.body
+        coordinator = self.coordinator
+        assert coordinator is not None
         ref = next(self._refs)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("<- %s %s v%d #%d %r", conn.peer, api_name(key), version, ref, body)
-        assert self._loop is not None
+        if denied:
+            self._log_refusal(str(conn.session.principal), conn.peer, denied)
         group_id = body.group_id if isinstance(body, OffsetCommitRequest) else None
         self._pending[ref] = _Pending(
-            conn, key, version, correlation_id, self._loop.time(), group_id
+            conn, key, version, incoming.correlation_id, incoming.received, group_id
         )
         listener = conn.listener.name if conn.listener else ""
-        ctx = RequestContext(ref, version, request.client_id, conn.client_host,
-                             str(conn.session.principal), listener)  # fmt: skip
+        ctx = RequestContext(ref, version, incoming.client_id, conn.client_host,
+                             str(conn.session.principal), listener, denied)  # fmt: skip
         try:
             effects = coordinator.handle(ctx, body, now_ms=self.now_ms())
         except HandlerFailed as failed:
@@ -566,6 +644,18 @@ class CoordinatorServer:
             return
         self._submit(effects)
         self._rearm()
+
+    def _log_refusal(self, principal: str, peer: str, denied: frozenset[Action]) -> None:
+        """Once per principal and refusal per minute: a refused client retrying in a
+        tight loop (kafka-python's FindCoordinator does) must not flood the log."""
+        assert self._loop is not None
+        now, key = self._loop.time(), (principal, denied)
+        if self._refusals_logged.get(key, -REFUSAL_LOG_INTERVAL_S) + REFUSAL_LOG_INTERVAL_S > now:
+            return
+        if len(self._refusals_logged) > 10_000:
+            self._refusals_logged.clear()
+        self._refusals_logged[key] = now
+        log.info("%s (%s) refused %s", peer, principal, ", ".join(sorted(map(str, denied))))
 
     def _authenticate(self, conn: Connection, frame: bytes) -> None:
         """SaslHandshake and SaslAuthenticate: the connection's business, not the core's."""

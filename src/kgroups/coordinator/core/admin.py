@@ -2,11 +2,17 @@
 
 What `kafka-consumer-groups.sh`, KafkaAdminClient and the kgroups operator read.
 Unknown groups describe as "Dead" (or GROUP_ID_NOT_FOUND from v6, KIP-1043); only Empty
-groups can be deleted, and deleting one removes its committed offsets too.
+groups can be deleted, and deleting one removes its committed offsets too. A group the
+principal may not describe (or delete) is answered GROUP_AUTHORIZATION_FAILED, whether or
+not it exists; ListGroups silently leaves such groups out unless the principal may
+describe the whole cluster.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from kgroups.coordinator.core.authz import allowed, authorized_operations, group_allowed
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.group_configs import set_overrides
 from kgroups.coordinator.core.model import Group
@@ -26,15 +32,32 @@ from kgroups.coordinator.core.offsets import delete_all_offsets
 from kgroups.coordinator.core.records import GroupRecord
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode
+from kgroups.security.actions import Operation, ResourceType, cluster
 
 GROUP_NOT_FOUND_FROM = 6
 """DescribeGroups versions that flag unknown groups with GROUP_ID_NOT_FOUND (KIP-1043)."""
+AUTHORIZED_OPERATIONS_FROM = 3
+"""DescribeGroups versions that can ask for each group's authorized operations (KIP-430)."""
 CLASSIC = "classic"
 
 
 def handle_describe(core: Core, ctx: RequestContext, req: DescribeGroupsRequest) -> None:
-    described = tuple(_describe(core, ctx, group_id) for group_id in req.group_ids)
-    core.out.reply(ctx.ref, DescribeGroupsResponse(described))
+    with_operations = (
+        req.include_authorized_operations and ctx.api_version >= AUTHORIZED_OPERATIONS_FROM
+    )
+    described: list[DescribedGroup] = []
+    for group_id in req.group_ids:
+        if not group_allowed(ctx, Operation.DESCRIBE, group_id):
+            refused = ErrorCode.group_authorization_failed
+            described.append(DescribedGroup(group_id, "", refused))
+            continue
+        answer = _describe(core, ctx, group_id)
+        if with_operations and answer.error is ErrorCode.none:
+            # As Kafka: only groups described without error carry their operations.
+            ops = authorized_operations(ctx, ResourceType.GROUP, group_id)
+            answer = dataclasses.replace(answer, authorized_operations=ops)
+        described.append(answer)
+    core.out.reply(ctx.ref, DescribeGroupsResponse(tuple(described)))
 
 
 def describe_group(group: Group) -> DescribedGroup:
@@ -80,16 +103,26 @@ def _describe(core: Core, ctx: RequestContext, group_id: str) -> DescribedGroup:
 def handle_list(core: Core, ctx: RequestContext, req: ListGroupsRequest) -> None:
     states = {s.strip().lower() for s in req.states_filter}
     types = {t.strip().lower() for t in req.types_filter}
+    # Without DESCRIBE on the cluster, only the groups the principal may describe are
+    # listed; the others are left out silently, as Kafka does.
+    everything = allowed(ctx, cluster(Operation.DESCRIBE))
     listed = tuple(
         ListedGroup(g.group_id, g.protocol_type or "", g.state.value, CLASSIC)
         for g in core.groups.values()
-        if (not states or g.state.lower in states) and (not types or CLASSIC in types)
+        if (not states or g.state.lower in states)
+        and (not types or CLASSIC in types)
+        and (everything or group_allowed(ctx, Operation.DESCRIBE, g.group_id))
     )
     core.out.reply(ctx.ref, ListGroupsResponse(listed))
 
 
 def handle_delete(core: Core, ctx: RequestContext, req: DeleteGroupsRequest) -> None:
-    results = tuple((group_id, _delete(core, group_id)) for group_id in req.group_ids)
+    results = tuple(
+        (group_id, _delete(core, group_id))
+        if group_allowed(ctx, Operation.DELETE, group_id)
+        else (group_id, ErrorCode.group_authorization_failed)
+        for group_id in req.group_ids
+    )
     core.out.reply(ctx.ref, DeleteGroupsResponse(results))
 
 

@@ -8,12 +8,24 @@ holds no records: ListOffsets reports earliest 0 and the end the coordinator has
 needs to keep `poll()` running while it takes part in the group. Fetch never reports
 OFFSET_OUT_OF_RANGE: a consumer positioned at a committed offset stays there, so offsets
 kgroups members commit are never reset by a Kafka peer.
+
+Every API here checks authorization before existence, as Kafka does: a topic the
+principal may not see answers TOPIC_AUTHORIZATION_FAILED whether or not it exists, and
+requests for "all topics" silently leave such topics out.
 """
 
 from __future__ import annotations
 
 import re
 
+from kgroups.coordinator.core.authz import (
+    MESSAGES,
+    allowed,
+    group_allowed,
+    may_create_topic,
+    topic_allowed,
+    topic_name,
+)
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.log_ends import LogEnd, forget_topic
 from kgroups.coordinator.core.msg_cluster import (
@@ -48,6 +60,7 @@ from kgroups.coordinator.core.records import TopicRecord
 from kgroups.coordinator.core.topic_configs import validate_configs
 from kgroups.coordinator.core.topics import put_topic
 from kgroups.protocol.errors import ErrorCode
+from kgroups.security.actions import Operation, cluster
 
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -58,6 +71,11 @@ TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 NOTHING_KNOWN = LogEnd()
+BATCHED_FIND_COORDINATOR_FROM = 4
+"""FindCoordinator versions with a result per key; older ones carry an error message."""
+TOPIC_REFUSED = ErrorCode.topic_authorization_failed
+CREATE_REFUSED_MESSAGE = "Authorization failed."
+"""What Kafka's controller says to a CreateTopics it refuses."""
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -94,23 +112,40 @@ def create_topic(
 
 
 def handle_create_topics(core: Core, ctx: RequestContext, req: CreateTopicsRequest) -> None:
+    seen: dict[str, int] = {}
+    for t in req.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    # Duplicates are refused before authorization; refused topics never reach the
+    # controller's checks (Kafka's ControllerApis.createTopics).
+    refused = {
+        t.name for t in req.topics if seen[t.name] == 1 and not may_create_topic(ctx, t.name)
+    }
+
+    def refusal(t: NewTopic) -> CreatedTopic:
+        return CreatedTopic(t.name, TOPIC_REFUSED, CREATE_REFUSED_MESSAGE)
+
     requested = sum(
         len(t.assignments)
         if t.assignments
         else (core.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0))
         for t in req.topics
+        if t.name not in refused
     )
     if requested > MAX_PARTITIONS_PER_REQUEST:
         violation = ErrorCode.policy_violation
-        refused = tuple(CreatedTopic(t.name, violation, TOO_MANY_PARTITIONS) for t in req.topics)
-        core.out.reply(ctx.ref, CreateTopicsResponse(refused))
+        answer = tuple(
+            refusal(t)
+            if t.name in refused
+            else CreatedTopic(t.name, violation, TOO_MANY_PARTITIONS)
+            for t in req.topics
+        )
+        core.out.reply(ctx.ref, CreateTopicsResponse(answer))
         return
-    seen: dict[str, int] = {}
-    for t in req.topics:
-        seen[t.name] = seen.get(t.name, 0) + 1
     results = tuple(
         CreatedTopic(t.name, ErrorCode.invalid_request, "Duplicate topic name in the request.")
         if seen[t.name] > 1
+        else refusal(t)
+        if t.name in refused
         else _create_one(core, t, validate_only=req.validate_only)
         for t in req.topics
     )
@@ -175,6 +210,8 @@ def handle_create_partitions(core: Core, ctx: RequestContext, req: CreatePartiti
         info = core.topics.get(name)
         if seen[name] > 1:
             results.append(TopicOutcome(name, ErrorCode.invalid_request, "Duplicate topic name."))
+        elif not topic_allowed(ctx, Operation.ALTER, name):
+            results.append(TopicOutcome(name, TOPIC_REFUSED))  # Kafka sends no message here
         elif info is None:
             results.append(
                 TopicOutcome(
@@ -203,18 +240,34 @@ def handle_create_partitions(core: Core, ctx: RequestContext, req: CreatePartiti
 
 def handle_delete_topics(core: Core, ctx: RequestContext, req: DeleteTopicsRequest) -> None:
     results: list[TopicOutcome] = []
+    cluster_wide = allowed(ctx, cluster(Operation.DELETE))
+    message = MESSAGES[TOPIC_REFUSED]
     for ref in req.topics:
-        name = ref.name
-        if name is None and ref.topic_id is not None:
+        name, by_id = ref.name, ref.name is None and ref.topic_id is not None
+        if ref.name is None and ref.topic_id is not None:
             name = core.topic_names_by_id.get(ref.topic_id)
             if name is None:
                 results.append(
                     TopicOutcome(None, ErrorCode.unknown_topic_id, topic_id=ref.topic_id)
                 )
                 continue
-        info = core.topics.get(name or "")
+        name = name or ""
+        describable = cluster_wide or topic_allowed(ctx, Operation.DESCRIBE, name)
+        deletable = cluster_wide or topic_allowed(ctx, Operation.DELETE, name)
+        if by_id and not deletable:
+            # Kafka names the topic only to a principal that may describe it.
+            shown = name if describable else None
+            results.append(TopicOutcome(shown, TOPIC_REFUSED, message, ref.topic_id))
+            continue
+        if not describable:
+            results.append(TopicOutcome(name, TOPIC_REFUSED, message))
+            continue
+        info = core.topics.get(name)
         if info is None:
             results.append(TopicOutcome(name, ErrorCode.unknown_topic_or_partition))
+            continue
+        if not deletable:
+            results.append(TopicOutcome(name, TOPIC_REFUSED, message))
             continue
         del core.topics[info.name]
         del core.topic_names_by_id[info.topic_id]
@@ -235,24 +288,36 @@ def _topic_metadata(core: Core, info: TopicInfo) -> TopicMetadata:
 
 def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> None:
     if req.topics is None:
-        topics = tuple(_topic_metadata(core, info) for info in core.topics.values())
+        topics = tuple(
+            _topic_metadata(core, info)
+            for info in core.topics.values()
+            if topic_allowed(ctx, Operation.DESCRIBE, info.name)
+        )
     else:
+        auto_create = req.allow_auto_topic_creation and core.config.auto_create_topics_enable
         out: list[TopicMetadata] = []
         for ref in req.topics:
-            name = ref.name
-            if name is None and ref.topic_id is not None:
+            name, by_id = ref.name, ref.name is None and ref.topic_id is not None
+            if ref.name is None and ref.topic_id is not None:
                 name = core.topic_names_by_id.get(ref.topic_id)
                 if name is None:
                     out.append(TopicMetadata(None, ref.topic_id, (), ErrorCode.unknown_topic_id))
                     continue
             name = name or ""
+            if not topic_allowed(ctx, Operation.DESCRIBE, name):
+                # Ids are not secret (Kafka echoes a requested id); names' ids are.
+                if by_id:
+                    out.append(
+                        TopicMetadata(None, ref.topic_id or NULL_TOPIC_ID, (), TOPIC_REFUSED)
+                    )
+                else:
+                    out.append(TopicMetadata(name, NULL_TOPIC_ID, (), TOPIC_REFUSED))
+                continue
             info = core.topics.get(name)
-            if (
-                info is None
-                and req.allow_auto_topic_creation
-                and core.config.auto_create_topics_enable
-                and validate_topic_name(name) is None
-            ):
+            if info is None and auto_create and not by_id and not may_create_topic(ctx, name):
+                out.append(TopicMetadata(name, NULL_TOPIC_ID, (), TOPIC_REFUSED))
+                continue
+            if info is None and auto_create and validate_topic_name(name) is None:
                 info = create_topic(core, name, core.config.num_partitions)
             if info is None:
                 code = (
@@ -276,8 +341,17 @@ def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> No
 def handle_find_coordinator(core: Core, ctx: RequestContext, req: FindCoordinatorRequest) -> None:
     node = core.nodes.get(ctx.listener, core.node)
     if req.key_type == 0:
+        # A refused key gets Kafka's Node.noNode; only old versions carry a message.
+        message = (
+            MESSAGES[ErrorCode.group_authorization_failed]
+            if ctx.api_version < BATCHED_FIND_COORDINATOR_FROM
+            else None
+        )
         results = tuple(
-            CoordinatorResult(key, node.node_id, node.host, node.port) for key in req.keys
+            CoordinatorResult(key, node.node_id, node.host, node.port)
+            if group_allowed(ctx, Operation.DESCRIBE, key)
+            else CoordinatorResult(key, -1, "", -1, ErrorCode.group_authorization_failed, message)
+            for key in req.keys
         )
     else:
         message = "kgroups coordinates consumer groups only (key type 0)"
@@ -291,6 +365,10 @@ def handle_find_coordinator(core: Core, ctx: RequestContext, req: FindCoordinato
 def handle_list_offsets(core: Core, ctx: RequestContext, req: ListOffsetsRequest) -> None:
     topics: list[tuple[str, tuple[ListedOffset, ...]]] = []
     for topic in req.topics:
+        if not topic_allowed(ctx, Operation.DESCRIBE, topic.name):
+            refused = tuple(ListedOffset(p, TOPIC_REFUSED) for p, _ in topic.partitions)
+            topics.append((topic.name, refused))
+            continue
         info = core.topics.get(topic.name)
         listed: list[ListedOffset] = []
         for partition, timestamp in topic.partitions:
@@ -327,9 +405,15 @@ def handle_fetch(core: Core, ctx: RequestContext, req: FetchRequest) -> None:
     answered: list[tuple[TopicRef, tuple[FetchedPartitionData, ...]]] = []
     for topic in req.topics:
         ref = topic.ref
-        name = ref.name
-        if name is None and ref.topic_id is not None:
-            name = core.topic_names_by_id.get(ref.topic_id)
+        name = topic_name(core, ref.name, ref.topic_id)
+        if name is not None and not topic_allowed(ctx, Operation.READ, name):
+            # Kafka's error partition: every offset unknown (-1), no records.
+            refused = tuple(
+                FetchedPartitionData(p.partition, TOPIC_REFUSED, -1, -1, -1)
+                for p in topic.partitions
+            )
+            answered.append((ref, refused))
+            continue
         info = core.topics.get(name) if name is not None else None
         missing = (
             ErrorCode.unknown_topic_id

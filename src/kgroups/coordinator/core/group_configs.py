@@ -10,6 +10,10 @@ initial rebalance delay, the group size limit and offset retention. Each resourc
 applied whole or not at all: a bad name or value, or bounds that would cross, changes
 nothing. Overrides are a record of their own, persisted before the reply, and may exist
 before any member has joined (the operator registers a group ahead of its pods).
+
+Each resource is authorized on its own, before anything else is checked: DESCRIBE_CONFIGS
+or ALTER_CONFIGS on the group, the topic, or the cluster (for broker resources), refused
+with that resource's kind of authorization error and left unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kgroups.coordinator.core.authz import MESSAGES, allowed, config_action, config_refusal
 from kgroups.coordinator.core.config import CoordinatorConfig
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.msg_configs import (
@@ -35,6 +40,7 @@ from kgroups.coordinator.core.records import GroupConfigRecord
 from kgroups.coordinator.core.topic_configs import TOPIC, alter_topic, describe_topic
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, GroupConfig
+from kgroups.security.actions import Operation
 
 GROUP = GROUP_RESOURCE_TYPE
 SET, DELETE = 0, 1
@@ -95,11 +101,19 @@ def _validate(core: Core, overrides: dict[str, int]) -> None:
             raise ConfigRejected(f"{name} must be positive, got {value}")
 
 
+def _refused(ctx: RequestContext, operation: Operation, resource_type: int, name: str) -> bool:
+    action = config_action(operation, resource_type, name)
+    return action is not None and not allowed(ctx, action)
+
+
 def handle_alter(core: Core, ctx: RequestContext, req: AlterConfigsRequest) -> None:
     results: list[ResourceOutcome] = []
     for resource in req.resources:
         outcome = ResourceOutcome(resource.resource_type, resource.name)
-        if resource.resource_type == TOPIC:
+        if _refused(ctx, Operation.ALTER_CONFIGS, resource.resource_type, resource.name):
+            code = config_refusal(resource.resource_type)
+            outcome = dataclasses.replace(outcome, error=code, error_message=MESSAGES[code])
+        elif resource.resource_type == TOPIC:
             outcome = alter_topic(core, resource, req.validate_only)
         elif resource.resource_type != GROUP:
             outcome = dataclasses.replace(
@@ -138,6 +152,11 @@ def set_overrides(core: Core, group_id: str, overrides: dict[str, int]) -> None:
 def handle_describe(core: Core, ctx: RequestContext, req: DescribeConfigsRequest) -> None:
     results: list[DescribedResource] = []
     for resource in req.resources:
+        kind, name = resource.resource_type, resource.name
+        if _refused(ctx, Operation.DESCRIBE_CONFIGS, kind, name):
+            code = config_refusal(kind)
+            results.append(DescribedResource(kind, name, code, MESSAGES[code]))
+            continue
         if resource.resource_type == TOPIC:
             results.append(describe_topic(core, resource))
             continue

@@ -7,13 +7,19 @@ generation hear REBALANCE_IN_PROGRESS (their cue to rejoin), not ILLEGAL_GENERAT
 from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.msg_group import HeartbeatRequest, HeartbeatResponse, RequestContext
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
+from kgroups.security.actions import Operation
 
 
 def handle_heartbeat(core: Core, ctx: RequestContext, req: HeartbeatRequest) -> None:
+    if not group_allowed(ctx, Operation.READ, req.group_id):
+        # Refused before anything else: the member's session is not extended.
+        core.out.reply(ctx.ref, HeartbeatResponse(ErrorCode.group_authorization_failed))
+        return
     core.out.reply(ctx.ref, HeartbeatResponse(_heartbeat(core, req)))
 
 

@@ -8,6 +8,7 @@ member until the join phase completes in `rebalance.complete_join`.
 from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core, heartbeat_key
 from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.group_configs import group_config
@@ -15,6 +16,7 @@ from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.msg_group import JoinGroupRequest, JoinGroupResponse, RequestContext
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
+from kgroups.security.actions import Operation
 
 MEMBER_ID_REQUIRED_FROM = 4
 """JoinGroup versions from which a new dynamic member must rejoin with its id (KIP-394)."""
@@ -26,6 +28,9 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
     def fail(code: ErrorCode, member_id: str = req.member_id) -> None:
         core.out.reply(ctx.ref, JoinGroupResponse(error=code, member_id=member_id))
 
+    if not group_allowed(ctx, Operation.READ, req.group_id):
+        # Before any other check, as Kafka's request layer does: nothing is created.
+        return fail(ErrorCode.group_authorization_failed, member_id="")
     if not req.group_id:
         return fail(ErrorCode.invalid_group_id)
     cfg = group_config(core, req.group_id)

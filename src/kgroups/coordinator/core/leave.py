@@ -7,6 +7,7 @@ into a batch of one and the first member error back into the top-level code.
 from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core, heartbeat_key
 from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.model import Group
@@ -19,9 +20,14 @@ from kgroups.coordinator.core.msg_group import (
 )
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
+from kgroups.security.actions import Operation
 
 
 def handle_leave(core: Core, ctx: RequestContext, req: LeaveGroupRequest) -> None:
+    if not group_allowed(ctx, Operation.READ, req.group_id):
+        # Kafka answers the whole request at the top level, with no member entries.
+        core.out.reply(ctx.ref, LeaveGroupResponse(ErrorCode.group_authorization_failed))
+        return
     if not req.group_id:
         core.out.reply(ctx.ref, LeaveGroupResponse(ErrorCode.invalid_group_id))
         return

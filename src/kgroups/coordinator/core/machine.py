@@ -19,6 +19,7 @@ from typing import Any
 
 from kgroups.coordinator.core import (
     admin,
+    authz,
     cluster,
     group_configs,
     heartbeat,
@@ -39,6 +40,7 @@ from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_cluster import Node
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.records import Record
+from kgroups.security.actions import Action
 
 Handler = Callable[[Core, RequestContext, Any], None]
 
@@ -116,6 +118,11 @@ class GroupCoordinator:
         return self._core
 
     # -- driving ---------------------------------------------------------------------------
+
+    def needed(self, request: RequestBody) -> frozenset[Action]:
+        """The actions `request` needs (`authz.needed`): the edge asks its authorizer about
+        them and passes the refused ones to `handle` in `RequestContext.denied`."""
+        return authz.needed(self._core, request)
 
     def handle(self, ctx: RequestContext, request: RequestBody, *, now_ms: int) -> Effects:
         core = self._advance(now_ms)

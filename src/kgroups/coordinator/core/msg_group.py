@@ -13,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kgroups.protocol.errors import ErrorCode
+from kgroups.security.actions import Action
 
 NONE = ErrorCode.none
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+"""Kafka's authorized_operations when they were not asked for (or the group is refused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,9 @@ class RequestContext:
     listener: str = ""
     """The listener the request came in on: FindCoordinator and Metadata answer with that
     listener's advertised address ("" or unknown: the coordinator's first)."""
+    denied: frozenset[Action] = frozenset()
+    """The actions this request needs (`authz.needed`) that the authorizer refused: the
+    handler answers them with Kafka's authorization errors. Empty: everything allowed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +138,8 @@ class LeaveGroupResponse:
 @dataclass(frozen=True, slots=True)
 class DescribeGroupsRequest:
     group_ids: tuple[str, ...]
+    include_authorized_operations: bool = False
+    """v3+: answer each group's allowed operations as a bitfield (KIP-430)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +165,8 @@ class DescribedGroup:
     """Not in Kafka's DescribeGroups: sent in a tagged field (`protocol/extensions.py`)."""
     leader_id: str | None = None
     """Not in Kafka's DescribeGroups: sent in a tagged field."""
+    authorized_operations: int = AUTHORIZED_OPERATIONS_OMITTED
+    """Bit `op` set per allowed Kafka AclOperation code, when the request asked for them."""
 
 
 @dataclass(frozen=True, slots=True)

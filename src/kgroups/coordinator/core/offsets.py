@@ -5,6 +5,10 @@ has moved to N+1. Commits with generation -1 and no member id are "simple" commi
 admin tool, or a consumer that assigns partitions itself) and are accepted only while the
 group has no members. Every accepted partition becomes an `OffsetRecord`; the answer
 leaves once it is durable, so an acknowledged offset survives any restart.
+
+Authorization is checked as Kafka's request layer checks it, before the group or topic is
+looked up: a refused group fails the whole request (GROUP_AUTHORIZATION_FAILED), a refused
+topic only its own partitions (TOPIC_AUTHORIZATION_FAILED, even if it does not exist).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import uuid
 
 from kgroups.coordinator.core import log_ends
 from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.authz import group_allowed, topic_allowed, topic_name
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import CONSUMER_PROTOCOL_TYPE, Group
@@ -34,9 +39,12 @@ from kgroups.coordinator.core.msg_offsets import (
 from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, OffsetValue
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
+from kgroups.security.actions import Operation
 
 GROUP_ID_NOT_FOUND_FROM = 9
 """OffsetCommit versions that answer GROUP_ID_NOT_FOUND rather than ILLEGAL_GENERATION."""
+TOP_LEVEL_FETCH_ERROR_FROM = 2
+"""OffsetFetch versions with a top-level error; older ones carry it on every partition."""
 NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
@@ -53,10 +61,31 @@ def _topic_error(topic: CommitTopic) -> ErrorCode:
 
 
 def handle_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) -> None:
+    if not group_allowed(ctx, Operation.READ, req.group_id):
+        refused = ErrorCode.group_authorization_failed
+        answer = tuple(
+            CommitTopicResult(
+                topic.name or "",
+                topic.topic_id,
+                tuple((p.partition, refused) for p in topic.partitions),
+            )
+            for topic in req.topics
+        )
+        core.out.reply(ctx.ref, OffsetCommitResponse(answer))
+        return
     results: list[CommitTopicResult] = []
     accepted: list[tuple[CommitTopic, TopicInfo, list[int]]] = []
-    # Like Kafka's request layer: unknown topics and partitions fail first, on their own.
+    any_refused = False
+    # Like Kafka's request layer: refused, then unknown topics and partitions fail first,
+    # on their own.
     for topic in req.topics:
+        name = topic_name(core, topic.name, topic.topic_id)
+        if name is not None and not topic_allowed(ctx, Operation.READ, name):
+            any_refused = True
+            refused = ErrorCode.topic_authorization_failed
+            parts = tuple((p.partition, refused) for p in topic.partitions)
+            results.append(CommitTopicResult(topic.name or "", topic.topic_id, parts))
+            continue
         info = _resolve(core, topic.name, topic.topic_id)
         if info is None:
             code = _topic_error(topic)
@@ -65,6 +94,11 @@ def handle_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) -> 
             continue
         accepted.append((topic, info, [p.partition for p in topic.partitions]))
 
+    if any_refused and not accepted:
+        # Kafka does not reach the coordinator then: no group is created, no session
+        # extended.
+        core.out.reply(ctx.ref, OffsetCommitResponse(tuple(results)))
+        return
     try:
         group = _validate_commit(core, ctx, req)
     except GroupError as err:
@@ -135,17 +169,40 @@ def _validate_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) 
 
 
 def handle_fetch(core: Core, ctx: RequestContext, req: OffsetFetchRequest) -> None:
-    groups = tuple(_fetch_group(core, spec) for spec in req.groups)
+    groups = tuple(
+        _fetch_group(core, ctx, spec)
+        if group_allowed(ctx, Operation.DESCRIBE, spec.group_id)
+        else _refused_group(ctx, spec)
+        for spec in req.groups
+    )
     core.out.reply(ctx.ref, OffsetFetchResponse(groups))
 
 
-def _fetch_group(core: Core, spec: FetchGroup) -> FetchedGroup:
+def _refused_group(ctx: RequestContext, spec: FetchGroup) -> FetchedGroup:
+    refused = ErrorCode.group_authorization_failed
+    if ctx.api_version >= TOP_LEVEL_FETCH_ERROR_FROM or spec.topics is None:
+        return FetchedGroup(spec.group_id, (), refused)
+    # Versions 0-1 have no top-level error: Kafka reports it on every partition asked.
+    topics = tuple(
+        FetchedTopic(
+            t.name or "",
+            t.topic_id,
+            tuple(FetchedPartition(p, error=refused) for p in t.partitions),
+        )
+        for t in spec.topics
+    )
+    return FetchedGroup(spec.group_id, topics, refused)
+
+
+def _fetch_group(core: Core, ctx: RequestContext, spec: FetchGroup) -> FetchedGroup:
     group = core.groups.get(spec.group_id)
     live = group is not None and group.state is not GroupState.DEAD
     committed = core.offsets.get(spec.group_id, {}) if live else {}
     if spec.topics is None:
         by_topic: dict[str, list[FetchedPartition]] = {}
         for (topic, partition), value in sorted(committed.items()):
+            if not topic_allowed(ctx, Operation.DESCRIBE, topic):
+                continue  # offsets of topics the principal may not see are left out
             by_topic.setdefault(topic, []).append(
                 FetchedPartition(partition, value.offset, value.leader_epoch, value.metadata)
             )
@@ -166,6 +223,11 @@ def _fetch_group(core: Core, spec: FetchGroup) -> FetchedGroup:
                 out.append(FetchedTopic("", wanted.topic_id, parts))
                 continue
         name = name or ""
+        if not topic_allowed(ctx, Operation.DESCRIBE, name):
+            refused = ErrorCode.topic_authorization_failed
+            parts = tuple(FetchedPartition(p, error=refused) for p in wanted.partitions)
+            out.append(FetchedTopic(name, wanted.topic_id or NULL_TOPIC_ID, parts))
+            continue
         parts_out: list[FetchedPartition] = []
         for p in wanted.partitions:
             found = committed.get((name, p))
@@ -271,6 +333,10 @@ def handle_delete(core: Core, ctx: RequestContext, req: OffsetDeleteRequest) -> 
     GROUP_SUBSCRIBED_TO_TOPIC). A non-empty group of another protocol is NON_EMPTY_GROUP.
     Every partition asked about is answered, whether or not it had an offset.
     """
+    if not group_allowed(ctx, Operation.DELETE, req.group_id):
+        refused = ErrorCode.group_authorization_failed
+        core.out.reply(ctx.ref, OffsetDeleteResponse((), refused))
+        return
     group = core.groups.get(req.group_id)
     if group is None or group.state is GroupState.DEAD:
         core.out.reply(ctx.ref, OffsetDeleteResponse((), ErrorCode.group_id_not_found))
@@ -283,6 +349,10 @@ def handle_delete(core: Core, ctx: RequestContext, req: OffsetDeleteRequest) -> 
     committed = core.offsets.get(req.group_id, {})
     topics: list[tuple[str, tuple[tuple[int, ErrorCode], ...]]] = []
     for name, partitions in req.topics:
+        if not topic_allowed(ctx, Operation.READ, name):
+            refused = ErrorCode.topic_authorization_failed
+            topics.append((name, tuple((p, refused) for p in partitions)))
+            continue
         info = core.topics.get(name)
         answers: list[tuple[int, ErrorCode]] = []
         for p in partitions:

@@ -8,18 +8,29 @@ parked answer leaves only once the assignment is durable.
 from __future__ import annotations
 
 from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.effects import RebalanceCompleted
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_group import RequestContext, SyncGroupRequest, SyncGroupResponse
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
+from kgroups.security.actions import Operation
 
 PROTOCOL_IN_SYNC_FROM = 5
 """SyncGroup versions that must carry ProtocolType and ProtocolName (KIP-559)."""
 
 
 def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
+    if not group_allowed(ctx, Operation.READ, req.group_id):
+        # Kafka's request layer checks the mandatory protocol fields first, then READ.
+        code = (
+            ErrorCode.inconsistent_group_protocol
+            if _protocol_missing(ctx, req)
+            else ErrorCode.group_authorization_failed
+        )
+        core.out.reply(ctx.ref, SyncGroupResponse(code))
+        return
     try:
         group = _validate(core, ctx, req)
     except GroupError as err:
@@ -71,9 +82,7 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
 def _validate(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> Group:
     if not req.group_id:
         raise GroupError(ErrorCode.invalid_group_id)
-    if ctx.api_version >= PROTOCOL_IN_SYNC_FROM and (
-        req.protocol_type is None or req.protocol_name is None
-    ):
+    if _protocol_missing(ctx, req):
         raise GroupError(ErrorCode.inconsistent_group_protocol)
     group = core.groups.get(req.group_id)
     if group is None or group.state is GroupState.EMPTY:
@@ -88,6 +97,12 @@ def _validate(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> Group:
     ):
         raise GroupError(ErrorCode.inconsistent_group_protocol)
     return group
+
+
+def _protocol_missing(ctx: RequestContext, req: SyncGroupRequest) -> bool:
+    return ctx.api_version >= PROTOCOL_IN_SYNC_FROM and (
+        req.protocol_type is None or req.protocol_name is None
+    )
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

@@ -126,7 +126,9 @@ def _offset_delete(body: Any, version: int) -> mo.OffsetDeleteRequest:
 
 
 def _describe(body: Any, version: int) -> mg.DescribeGroupsRequest:
-    return mg.DescribeGroupsRequest(tuple(body.groups))
+    return mg.DescribeGroupsRequest(
+        tuple(body.groups), bool(getattr(body, "include_authorized_operations", False))
+    )
 
 
 def _list(body: Any, version: int) -> mg.ListGroupsRequest:

@@ -21,7 +21,7 @@ from kgroups.protocol.apis import ApiKey, response_class
 from kgroups.protocol.build import build
 from kgroups.protocol.errors import ErrorCode
 
-NO_OPERATIONS = -(2**31)
+NO_OPERATIONS = mg.AUTHORIZED_OPERATIONS_OMITTED
 """Kafka's "authorized operations not requested" sentinel."""
 TOPIC_IDS_IN_FETCH_FROM = 13
 
@@ -161,7 +161,7 @@ def _describe(r: mg.DescribeGroupsResponse, version: int) -> dict[str, Any]:
                     }
                     for m in g.members
                 ],
-                "authorized_operations": NO_OPERATIONS,
+                "authorized_operations": g.authorized_operations,
                 # Tagged fields of kgroups' v5+ extension (protocol.extensions).
                 **(
                     {"generation_id": g.generation_id, "leader_id": g.leader_id or ""}

@@ -1,0 +1,183 @@
+"""Kubernetes RBAC decides who may join and commit, on a real API server.
+
+The coordinator authenticates members with SCRAM (user names are ServiceAccount names:
+RBAC reads `system:serviceaccount:NS:NAME` as that ServiceAccount) and asks the API server
+SubjectAccessReviews about verbs on kgroups.io ConsumerGroups and Topics, caching answers
+for RBAC_TTL seconds. A member without a RoleBinding is refused with Kafka's
+GROUP_AUTHORIZATION_FAILED and nothing is created; a RoleBinding lets it in within the
+TTL; deleting it stops new joins; committing to a topic the Role does not grant gets
+TOPIC_AUTHORIZATION_FAILED. Real kafka-python consumers, real RBAC.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import GroupAuthorizationFailedError, KafkaError, TopicAuthorizationFailedError
+from kafka.structs import OffsetAndMetadata
+
+from tests.e2e.kube import ControlPlane
+from tests.integration.conftest import FAST
+from tests.integration.harness import Coordinator, wait_until
+
+RBAC_TTL = 2.0
+PASSWORD = "pw-" + uuid.uuid4().hex[:8]
+
+
+def sa(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+@pytest.fixture
+def secured(controlplane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Coordinator]:
+    users = {sa(namespace, n): {"password": PASSWORD} for n in ("billing", "ops")}
+    (tmp_path / "users.yaml").write_text(yaml.safe_dump({"users": users}))
+    coord = Coordinator(
+        tmp_path / "data", *FAST,
+        "--sasl-mechanisms", "SCRAM-SHA-512", "--credentials", str(tmp_path / "users.yaml"),
+        "--rbac-namespace", namespace, "--rbac-cache-ttl", str(RBAC_TTL),
+        "--kubeconfig", str(controlplane.kubeconfig),
+        listeners=("SASL_PLAINTEXT",),
+    )  # fmt: skip
+    # ops: creates topics and looks at groups, as a platform team would.
+    apply(controlplane, namespace, role("ops", [
+        {"apiGroups": ["kgroups.io"], "resources": ["topics"], "verbs": ["create", "get"]},
+        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "verbs": ["get", "list"]},
+    ]), binding("ops", "ops", namespace))  # fmt: skip
+    # billing may join and commit to group "billing" and consume topic "orders" only.
+    apply(controlplane, namespace, role("billing-member", [
+        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "resourceNames": ["billing"],
+         "verbs": ["join", "commit", "get"]},
+        {"apiGroups": ["kgroups.io"], "resources": ["topics"], "resourceNames": ["orders"],
+         "verbs": ["get", "consume"]},
+    ]))  # fmt: skip
+    coord.start()
+    yield coord
+    coord.kill()
+
+
+def role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name}, "rules": rules}  # fmt: skip
+
+
+def binding(
+    name: str, role_name: str, namespace: str, account: str | None = None
+) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+            "subjects": [{"kind": "ServiceAccount", "name": account or name,
+                          "namespace": namespace}]}  # fmt: skip
+
+
+def apply(cp: ControlPlane, namespace: str, *objects: dict[str, Any]) -> None:
+    cp.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(objects))
+
+
+def config(coord: Coordinator, user: str) -> dict[str, Any]:
+    return {"bootstrap_servers": coord.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": user,
+            "sasl_plain_password": PASSWORD, "request_timeout_ms": 10_000}  # fmt: skip
+
+
+def create_topics(coord: Coordinator, namespace: str, *names: str) -> None:
+    admin = KafkaAdminClient(**config(coord, sa(namespace, "ops")))
+    try:
+        admin.create_topics([NewTopic(n, 2, 1) for n in names])
+    finally:
+        admin.close()
+
+
+def groups(coord: Coordinator, namespace: str) -> set[str]:
+    admin = KafkaAdminClient(**config(coord, sa(namespace, "ops")))
+    try:
+        return {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()
+
+
+def join(coord: Coordinator, namespace: str, topic: str = "orders") -> KafkaConsumer:
+    consumer = KafkaConsumer(group_id="billing", enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500,
+                             **config(coord, sa(namespace, "billing")))  # fmt: skip
+    consumer.subscribe([topic])
+    return consumer
+
+
+def assigned(consumer: KafkaConsumer, timeout: float = 20) -> set[TopicPartition]:
+    def poll() -> set[TopicPartition] | None:
+        consumer.poll(timeout_ms=200)
+        return consumer.assignment() or None
+
+    result: set[TopicPartition] = wait_until(poll, timeout, "an assignment", poll=0)
+    return result
+
+
+def refused(consumer: KafkaConsumer, error: type[KafkaError], seconds: float = 5) -> None:
+    """Polling raises `error` (kafka-python surfaces a group authorization failure
+    from poll), and keeps doing so: no assignment ever arrives."""
+    deadline = time.monotonic() + seconds
+    raised = 0
+    while time.monotonic() < deadline:
+        try:
+            consumer.poll(timeout_ms=200)
+        except error:
+            raised += 1
+        assert not consumer.assignment()
+    assert raised > 0
+
+
+def test_rbac_grants_and_revokes_joining_and_committing(
+    controlplane: ControlPlane, namespace: str, secured: Coordinator
+) -> None:
+    create_topics(secured, namespace, "orders", "payroll")
+    # No RoleBinding: refused, and nothing was created.
+    c = join(secured, namespace)
+    try:
+        refused(c, GroupAuthorizationFailedError)
+    finally:
+        c.close()
+    assert "billing" not in groups(secured, namespace)
+
+    # Granted: within the cache's TTL the member joins, gets both partitions, commits.
+    apply(controlplane, namespace, binding("billing", "billing-member", namespace))
+    time.sleep(RBAC_TTL)
+    c = join(secured, namespace)
+    try:
+        tps = assigned(c)
+        assert len(tps) == 2
+        c.commit({tp: OffsetAndMetadata(5, "", -1) for tp in tps})
+        assert {c.committed(tp) for tp in tps} == {5}
+    finally:
+        c.close()
+
+    # A topic the Role does not grant: a member of the group committing offsets for it is
+    # refused with TOPIC_AUTHORIZATION_FAILED, and nothing is stored.
+    c = join(secured, namespace)
+    try:
+        assigned(c)
+        payroll = {TopicPartition("payroll", p): OffsetAndMetadata(9, "", -1) for p in (0, 1)}
+        with pytest.raises(TopicAuthorizationFailedError):
+            c.commit(payroll)
+    finally:
+        c.close()
+    assert "refused READ TOPIC:payroll" in secured.log()
+
+    # Revoked: after the TTL, a new join is refused again.
+    controlplane.kubectl("delete", "rolebinding", "billing", "-n", namespace)
+    time.sleep(RBAC_TTL + 0.5)
+    c = join(secured, namespace)
+    try:
+        refused(c, GroupAuthorizationFailedError)
+    finally:
+        c.close()
+    assert "refused DESCRIBE GROUP:billing" in secured.log()  # FindCoordinator, first
