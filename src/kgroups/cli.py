@@ -25,6 +25,7 @@ from kgroups.coordinator import listeners
 from kgroups.coordinator.authorizers import AuthorizationSettings
 from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.kubeapi import KubeApiError
+from kgroups.coordinator.limits import Limits
 from kgroups.coordinator.listeners import ListenerSettings, SecuritySettings
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
@@ -35,6 +36,7 @@ from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
 from kgroups.security.client import ClientSecurity
 
+LIMITS = Limits()
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 topic_app = typer.Typer(no_args_is_help=True, help="Create, list and delete topics.")
 app.add_typer(topic_app, name="topic")
@@ -167,6 +169,22 @@ def coordinator(
     max_frame_bytes: Annotated[
         int, typer.Option(help="Largest request accepted (socket.request.max.bytes).")
     ] = DEFAULT_MAX_FRAME_BYTES,
+    max_connections: Annotated[
+        int, typer.Option(help="max.connections: more are closed on accept.")
+    ] = LIMITS.max_connections,
+    max_connections_per_address: Annotated[
+        int, typer.Option(help="max.connections.per.ip: more from one address are closed.")
+    ] = LIMITS.max_connections_per_address,
+    connections_max_idle_ms: Annotated[
+        int, typer.Option(help="connections.max.idle.ms: idle connections are closed.")
+    ] = LIMITS.connections_max_idle_ms,
+    max_buffered_bytes: Annotated[
+        int,
+        typer.Option(
+            help="queued.max.request.bytes: requests (partial ones too) held at once "
+            "before the connection adding bytes is no longer read."
+        ),
+    ] = LIMITS.max_buffered_bytes,
     fsync: Annotated[
         bool, typer.Option(help="fsync every write (SQLite synchronous=FULL).")
     ] = True,
@@ -201,6 +219,12 @@ def coordinator(
         security.check(bound)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    limits = Limits(max_connections, max_connections_per_address, connections_max_idle_ms,
+                    max_buffered_bytes)  # fmt: skip
+    try:
+        limits.validate()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     if acl_file is not None and rbac_namespace is not None:
         raise typer.BadParameter("--acl-file or --rbac-namespace, not both")
     authorization = None
@@ -226,6 +250,7 @@ def coordinator(
         security=security,
         reload_interval_s=reload_interval,
         authorization=authorization,
+        limits=limits,
         max_frame_bytes=max_frame_bytes,
         synchronous="FULL" if fsync else "NORMAL",
         coordinator=config,

@@ -46,6 +46,8 @@ VALUES: dict[str, tuple[str, ...]] = {
     "kind": KINDS,
     "topic": ("orders",),
     "version": ("0.1.0",),
+    "result": ("success", "failure"),
+    "resource_type": ("GROUP", "TOPIC", "CLUSTER"),
 }
 
 

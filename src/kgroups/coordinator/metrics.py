@@ -90,6 +90,9 @@ def _held(group: Group) -> set[tuple[str, int]]:
     return held
 
 
+REJECT_REASONS = ("total", "per_address")
+
+
 @dataclass(slots=True)
 class _Tallies:
     rebalances: Tally[tuple[str, str]] = field(default_factory=Tally)
@@ -107,6 +110,15 @@ class _Tallies:
     commits: Tally[tuple[str, str]] = field(default_factory=Tally)
     write_seconds: Histo = field(default_factory=lambda: Histo(REQUEST_BUCKETS))
     write_records: Histo = field(default_factory=lambda: Histo(BATCH_BUCKETS))
+    rejected: Tally[str] = field(default_factory=lambda: Tally(dict.fromkeys(REJECT_REASONS, 0)))
+    idle_closed: int = 0
+    memory_pauses: int = 0
+    authentications: Tally[str] = field(
+        default_factory=lambda: Tally(dict.fromkeys(("success", "failure"), 0))
+    )
+    refusals: Tally[str] = field(
+        default_factory=lambda: Tally(dict.fromkeys(("GROUP", "TOPIC", "CLUSTER"), 0))
+    )
 
 
 class CoordinatorMetrics(Collector):
@@ -118,9 +130,11 @@ class CoordinatorMetrics(Collector):
         coordinator: Callable[[], GroupCoordinator | None],
         connections: Callable[[], int],
         wall_clock: Callable[[], float],
+        buffered: Callable[[], int] = lambda: 0,
     ) -> None:
         self._coordinator = coordinator
         self._connections = connections
+        self._buffered = buffered
         self._wall_clock = wall_clock
         self._t = _Tallies()
         self.registry = CollectorRegistry(auto_describe=False)
@@ -151,6 +165,22 @@ class CoordinatorMetrics(Collector):
             for topic in body.topics:
                 for _, code in topic.partitions:
                     t.commits[group_id, code.name.upper()] += 1
+
+    def rejected(self, reason: str) -> None:
+        self._t.rejected[reason] += 1
+
+    def idle_closed(self) -> None:
+        self._t.idle_closed += 1
+
+    def paused_for_memory(self) -> None:
+        self._t.memory_pauses += 1
+
+    def authenticated(self, ok: bool) -> None:
+        self._t.authentications["success" if ok else "failure"] += 1
+
+    def refused(self, resource_types: Iterable[str]) -> None:
+        for kind in resource_types:
+            self._t.refusals[kind] += 1
 
     def written(self, records: int, seconds: float) -> None:
         self._t.write_records.observe(records)
@@ -308,3 +338,47 @@ class CoordinatorMetrics(Collector):
         yield GaugeMetricFamily(
             "kgroups_connections", "Open client connections.", value=self._connections()
         )
+        yield from self._guard()
+
+    def _guard(self) -> Iterator[Metric]:
+        """Security and limits: who was turned away, and why."""
+        t = self._t
+        rejected = CounterMetricFamily(
+            "kgroups_connections_rejected",
+            "Connections closed on accept: over max connections in total or per address.",
+            labels=["reason"],
+        )
+        for reason, n in sorted(t.rejected.items()):
+            rejected.add_metric([reason], n)
+        yield rejected
+        yield CounterMetricFamily(
+            "kgroups_connections_idle_closed",
+            "Connections closed after connections.max.idle.ms without a request.",
+            value=t.idle_closed,
+        )
+        yield GaugeMetricFamily(
+            "kgroups_buffered_request_bytes",
+            "Bytes of requests received but not handled yet, partial frames included.",
+            value=self._buffered(),
+        )
+        yield CounterMetricFamily(
+            "kgroups_buffered_request_pauses",
+            "Times a connection stopped being read because buffered bytes were over the limit.",
+            value=t.memory_pauses,
+        )
+        auth = CounterMetricFamily(
+            "kgroups_authentications",
+            "SASL authentications and re-authentications, by result.",
+            labels=["result"],
+        )
+        for result, n in sorted(t.authentications.items()):
+            auth.add_metric([result], n)
+        yield auth
+        refusals = CounterMetricFamily(
+            "kgroups_authorization_refusals",
+            "Actions refused by the authorizer, by Kafka resource type.",
+            labels=["resource_type"],
+        )
+        for kind, n in sorted(t.refusals.items()):
+            refusals.add_metric([kind], n)
+        yield refusals

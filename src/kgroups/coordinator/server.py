@@ -55,6 +55,7 @@ from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
 from kgroups.coordinator.core.records import Record
+from kgroups.coordinator.limits import PRE_AUTH_MAX_FRAME_BYTES, ConnectionCounts, Limits
 from kgroups.coordinator.listeners import (
     ListenerSettings,
     SecurityProtocol,
@@ -92,6 +93,10 @@ MAX_QUEUED_BYTES = 16 * 1024 * 1024
 """Bytes of whole frames a connection may have waiting before we stop reading from it."""
 MAX_UNSENT_BYTES = 256 * 1024
 """Answers a connection may have waiting to be written before we stop taking its requests."""
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before they are accepted (Kafka's
+socket.listen.backlog.size is 50): a burst of reconnecting members after a restart is
+accepted without SYN retries that cost each of them a second or more."""
 REFUSAL_LOG_INTERVAL_S = 60.0
 """An authorization refusal is logged once per principal and refusal in this time."""
 FAILED_AUTHENTICATION_DELAY_S = 0.1
@@ -119,6 +124,7 @@ class ServerSettings:
     """How often certificate, credentials and ACL files are checked for changes."""
     authorization: AuthorizationSettings | None = None
     """Who may do what (None: everyone everything, as a broker without an authorizer)."""
+    limits: Limits = field(default_factory=Limits)
 
     def all_listeners(self) -> tuple[ListenerSettings, ...]:
         if self.listeners:
@@ -153,6 +159,13 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         self.session = Session(None)
         self._closing = False
+        self.counted: str | None = None
+        """The client address this connection is counted under (None: not admitted)."""
+        self.last_active = 0.0
+        """loop.time() of the last whole request received or answer sent."""
+        self.held = 0
+        """Bytes of this connection in the server's buffered-bytes account."""
+        self.memory_paused = False
         self.transport: asyncio.Transport | None = None
         self.peer = "unknown"
         self.client_host = ""
@@ -176,6 +189,15 @@ class Connection(asyncio.Protocol):
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
             self.client_host = f"/{peername[0]}"
+        address = str(peername[0]) if peername else "unknown"
+        refused = self.server.counts.admit(address)
+        if refused is not None:
+            self.server.reject(address, refused)
+            self.closed = True
+            transport.abort()
+            return
+        self.counted = address
+        self.last_active = asyncio.get_running_loop().time()
         if self.listener is not None:
             security = self.listener.security
             principal = None
@@ -186,6 +208,12 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.counted is not None:
+            self.server.counts.release(self.counted)
+            self.counted = None
+        self._buffer.clear()
+        self._queued_bytes = 0
+        self.server.account(self, 0)
         self._frames.clear()
         for handle in self.timers:
             handle.cancel()
@@ -196,6 +224,9 @@ class Connection(asyncio.Protocol):
         buf = self._buffer
         buf += data
         limit = self.server.settings.max_frame_bytes
+        if self.session.principal is None:  # not authenticated yet (Kafka's 512 KiB)
+            limit = min(limit, PRE_AUTH_MAX_FRAME_BYTES)
+        whole = len(self._frames)
         while len(buf) >= 4:
             (size,) = SIZE.unpack_from(buf, 0)
             if size < 0 or size > limit:
@@ -206,11 +237,32 @@ class Connection(asyncio.Protocol):
             self._frames.append(bytes(buf[4 : 4 + size]))
             self._queued_bytes += size
             del buf[: 4 + size]
+        if len(self._frames) > whole:
+            self.last_active = asyncio.get_running_loop().time()
         self._pump()
+        self._account()
         crowded = len(self._frames) > MAX_QUEUED_FRAMES or self._queued_bytes > MAX_QUEUED_BYTES
         if crowded and not self._paused and self.transport and not self.closed:
             self._paused = True
+            self.set_reading()
+
+    def _account(self) -> None:
+        if not self.closed:
+            self.server.account(self, len(self._buffer) + self._queued_bytes)
+
+    def set_reading(self) -> None:
+        """Read from the socket unless crowded or paused for the buffered-bytes limit."""
+        if self.transport is None or self.closed:
+            return
+        if self._paused or self.memory_paused:
             self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    @property
+    def idle(self) -> bool:
+        """No request in flight, none waiting, no answer unsent."""
+        return not (self._busy or self._frames or self._out or self.closed)
 
     def pause_writing(self) -> None:
         # The client is not reading its answers: like a Kafka broker muting the channel,
@@ -228,6 +280,7 @@ class Connection(asyncio.Protocol):
         try:
             while (
                 not self._busy
+                and not self.closed
                 and not self._closing
                 and not self._write_paused
                 and self._out_bytes < MAX_UNSENT_BYTES
@@ -237,6 +290,7 @@ class Connection(asyncio.Protocol):
                 self._busy = True
                 frame = self._frames.popleft()
                 self._queued_bytes -= len(frame)
+                self._account()
                 self.server.dispatch(self, frame)
         finally:
             self._pumping = False
@@ -248,7 +302,7 @@ class Connection(asyncio.Protocol):
             and not self.closed
         ):
             self._paused = False
-            self.transport.resume_reading()
+            self.set_reading()
 
     def complete(self, frame: bytes) -> None:
         """Send the answer to the request in flight, then start on the next one.
@@ -270,6 +324,7 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         if self._out and not self.closed and self.transport is not None:
             self.transport.write(b"".join(self._out))
+            self.last_active = asyncio.get_running_loop().time()
         self._out.clear()
         self._out_bytes = 0
         self._pump()
@@ -298,10 +353,11 @@ class Connection(asyncio.Protocol):
         )
         self.timers.add(handle)
 
-    def close_after_answers(self, reason: str) -> None:
+    def close_after_answers(self, reason: str, *, quiet: bool = False) -> None:
         """Hang up once the answers already given are written (the client may have
         pipelined valid requests ahead of the one that ends the connection)."""
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        if not quiet:
+            log.warning("closing connection from %s: %s", self.peer, reason)
         if self.transport is not None and not self.closed:
             if self._out:
                 self.transport.write(b"".join(self._out))
@@ -369,6 +425,13 @@ class CoordinatorServer:
         self.authorizer = make_authorizer(settings.authorization)
         self._authorizing: set[asyncio.Task[None]] = set()
         self._refusals_logged: dict[tuple[str, frozenset[Action]], float] = {}
+        settings.limits.validate()
+        self.counts = ConnectionCounts(settings.limits)
+        self.buffered = 0
+        """Bytes of requests received and not handled yet, across connections."""
+        self._memory_paused: set[Connection] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._rejections_logged: dict[str, float] = {}
         self._store: RecordStore = store or Store(
             settings.data_dir, synchronous=settings.synchronous
         )
@@ -386,8 +449,9 @@ class CoordinatorServer:
         self.failure: BaseException | None = None
         self._halting: asyncio.Task[None] | None = None
         self.metrics = CoordinatorMetrics(
-            lambda: self.coordinator, lambda: len(self.connections), wall_clock
-        )
+            lambda: self.coordinator, lambda: len(self.connections), wall_clock,
+            lambda: self.buffered,
+        )  # fmt: skip
         self._endpoints = HttpEndpoints(
             {
                 "/metrics": metrics_route(self.metrics.registry),
@@ -426,6 +490,7 @@ class CoordinatorServer:
             self.port = self.listeners[0].port
             if self.security.watches_files or isinstance(self.authorizer, AclFileAuthorizer):
                 self._reloader = loop.create_task(self._reload_forever())
+            self._sweeper = loop.create_task(self._close_idle_forever())
         node = self.listeners[0].node()
         coordinator = GroupCoordinator(
             self.settings.coordinator, node=node, cluster_id=cluster_id,
@@ -448,7 +513,7 @@ class CoordinatorServer:
         s = listener.settings
         tls = listener.security.tls
         listener.server = await loop.create_server(
-            lambda: Connection(self, listener), s.host, s.port,
+            lambda: Connection(self, listener), s.host, s.port, backlog=LISTEN_BACKLOG,
             ssl=tls.outer if tls is not None else None,
         )  # fmt: skip
         listener.port = listener.server.sockets[0].getsockname()[1]
@@ -459,6 +524,54 @@ class CoordinatorServer:
             self.security.reload()
             if isinstance(self.authorizer, AclFileAuthorizer):
                 self.authorizer.reload()
+
+    async def _close_idle_forever(self) -> None:
+        idle_s = self.settings.limits.connections_max_idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 10.0))
+            self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close connections idle past connections.max.idle.ms (Kafka's rule)."""
+        assert self._loop is not None
+        cutoff = self._loop.time() - self.settings.limits.connections_max_idle_ms / 1000
+        for conn in list(self.connections):
+            if conn.idle and conn.last_active < cutoff:
+                log.debug("closing idle connection from %s", conn.peer)
+                self.metrics.idle_closed()
+                conn.close_after_answers("idle", quiet=True)
+
+    def reject(self, address: str, reason: str) -> None:
+        """A connection over a connection limit: count it, log it once a minute."""
+        self.metrics.rejected(reason)
+        assert self._loop is not None
+        now = self._loop.time()
+        if self._rejections_logged.get(address, -60.0) + 60.0 <= now:
+            if len(self._rejections_logged) > 10_000:
+                self._rejections_logged.clear()
+            self._rejections_logged[address] = now
+            log.warning("refused a connection from %s: %s", address, {
+                "total": f"{self.counts.total} connections open (max connections)",
+                "per_address": f"{self.counts.by_address[address]} connections from it "
+                               "(max connections per address)",
+            }[reason])  # fmt: skip
+
+    def account(self, conn: Connection, held: int) -> None:
+        """`conn` now holds `held` buffered request bytes. Over the limit, the connection
+        adding bytes stops being read; under half of it, every paused one reads again."""
+        self.buffered += held - conn.held
+        conn.held = held
+        limit = self.settings.limits.max_buffered_bytes
+        if self.buffered > limit and held > 0 and not conn.memory_paused and not conn.closed:
+            conn.memory_paused = True
+            self._memory_paused.add(conn)
+            self.metrics.paused_for_memory()
+            conn.set_reading()
+        elif self.buffered <= limit // 2 and self._memory_paused:
+            paused, self._memory_paused = self._memory_paused, set()
+            for c in paused:
+                c.memory_paused = False
+                c.set_reading()
 
     @property
     def ports(self) -> dict[str, int]:
@@ -486,8 +599,9 @@ class CoordinatorServer:
     async def stop(self) -> None:
         """Stop accepting, close every connection, finish pending writes, close the store."""
         self._close_listeners()
-        if self._reloader is not None:
-            self._reloader.cancel()
+        for task in (self._reloader, self._sweeper):
+            if task is not None:
+                task.cancel()
         await self._endpoints.close()
         for task in list(self._authorizing):
             task.cancel()
@@ -629,6 +743,7 @@ class CoordinatorServer:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("<- %s %s v%d #%d %r", conn.peer, api_name(key), version, ref, body)
         if denied:
+            self.metrics.refused(a.resource_type.name for a in denied)
             self._log_refusal(str(conn.session.principal), conn.peer, denied)
         group_id = body.group_id if isinstance(body, OffsetCommitRequest) else None
         self._pending[ref] = _Pending(
@@ -673,6 +788,8 @@ class CoordinatorServer:
             auth = session.authenticate(bytes(body.auth_bytes), self.now_ms())
             answer = authenticate_frame(request.api_version, request.correlation_id, auth)
             close, why = auth.close, f"SASL authentication failed: {auth.message}"
+            if auth.authenticated is not None or auth.close:
+                self.metrics.authenticated(auth.authenticated is not None)
             if auth.authenticated is not None:
                 again = " again" if session.reauthentications else ""
                 log.info("%s authenticated as %s (%s)%s", conn.peer, auth.authenticated,
