@@ -150,6 +150,29 @@ def go_peers() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
+def java_security_args(env: dict[str, str]) -> list[str]:
+    """KGROUPS_* security settings as the Java consumer's own properties (a PEM
+    truststore, and JAAS for PLAIN and SCRAM), for tools/kafka/JavaMember.java."""
+    props: dict[str, str] = {}
+    protocol = env.get("KGROUPS_SECURITY_PROTOCOL", "PLAINTEXT")
+    props["security.protocol"] = protocol
+    if env.get("KGROUPS_SSL_CA_FILE"):
+        props["ssl.truststore.type"] = "PEM"
+        props["ssl.truststore.location"] = env["KGROUPS_SSL_CA_FILE"]
+    mechanism = env.get("KGROUPS_SASL_MECHANISM")
+    if mechanism:
+        password = env.get("KGROUPS_SASL_PASSWORD")
+        if password is None:
+            password = Path(env["KGROUPS_SASL_PASSWORD_FILE"]).read_text().rstrip("\n")
+        module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
+                  if mechanism == "PLAIN"
+                  else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
+        props["sasl.mechanism"] = mechanism
+        props["sasl.jaas.config"] = (f'{module} required username="{env["KGROUPS_SASL_USERNAME"]}" '
+                                     f'password="{password}";')  # fmt: skip
+    return [a for k, v in props.items() for a in (f"--prop.{k}", v)]
+
+
 def member_command(client: str, args: list[str]) -> list[str]:
     """The command that runs `client` as a member speaking member.py's protocol (its
     arguments, its JSON events on stdout, `commit N` and `close` on stdin)."""
@@ -207,6 +230,8 @@ class Member:
             args += ["--metadata-max-age-ms", str(metadata_max_age_ms)]
         if instance_id is not None:
             args += ["--instance-id", instance_id]
+        if client == "java" and env:
+            args += java_security_args(env)
         cmd = member_command(client, args)
         self.proc = subprocess.Popen(
             cmd,

@@ -379,18 +379,20 @@ def member_env(pki: Pki, tmp: Path, mechanism: str, user: str) -> dict[str, str]
 def test_every_client_shares_one_secured_group(
     coordinator: Coordinator, pki: Pki, members: list[Member], tmp_path: Path
 ) -> None:
-    """kgroups' member, kafka-python, aiokafka and librdkafka, each with its own SASL and
-    TLS code and a different mechanism, split one topic exactly once per generation."""
+    """kgroups' member, kafka-python, aiokafka, librdkafka and the Java client, each with
+    its own SASL and TLS code and a different mechanism (Java: a PEM truststore and JAAS),
+    split one topic exactly once per generation."""
     topic = create_topic(coordinator, pki, partitions=8)
     partitions = {(topic, p) for p in range(8)}
     group = f"g-{uuid.uuid4().hex[:8]}"
     plan = [("kgroups", "SCRAM-SHA-512", "alice"), ("kafka-python", "PLAIN", "bob"),
-            ("aiokafka", "SCRAM-SHA-256", "alice"), ("confluent", "SCRAM-SHA-512", "bob")]  # fmt: skip
+            ("aiokafka", "SCRAM-SHA-256", "alice"), ("confluent", "SCRAM-SHA-512", "bob"),
+            ("java", "SCRAM-SHA-512", "alice")]  # fmt: skip
     for client, mechanism, user in plan:
         members.append(Member(client, coordinator.address("SASL_SSL"), group, [topic],
                               client_id=f"{client}-{user}", session_timeout_ms=6000,
                               env=member_env(pki, tmp_path, mechanism, user)))  # fmt: skip
-    wait_converged(members, partitions, 60)
+    wait_converged(members, partitions, 90)
     members[0].close()
     wait_converged(members[1:], partitions, 60)
     no_overlap_per_generation(members)

@@ -140,6 +140,12 @@ public final class JavaMember {
         if (args.containsKey("instance-id")) {
             props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, args.get("instance-id"));
         }
+        // --prop.NAME VALUE: any other consumer setting (security.protocol, sasl.jaas.config...).
+        for (Map.Entry<String, String> e : args.entrySet()) {
+            if (e.getKey().startsWith("prop.")) {
+                props.put(e.getKey().substring("prop.".length()), e.getValue());
+            }
+        }
         Long commitEach = args.containsKey("commit") ? Long.valueOf(args.get("commit")) : null;
 
         Thread reader = new Thread(() -> {
