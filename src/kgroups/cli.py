@@ -185,6 +185,16 @@ def coordinator(
             "before the connection adding bytes is no longer read."
         ),
     ] = LIMITS.max_buffered_bytes,
+    join_rate: Annotated[
+        float,
+        typer.Option(help="JoinGroup requests per second per principal; more wait (0: no limit)."),
+    ] = LIMITS.join_rate,
+    commit_rate: Annotated[
+        float,
+        typer.Option(
+            help="OffsetCommit requests per second per principal; more wait (0: no limit)."
+        ),
+    ] = LIMITS.commit_rate,
     fsync: Annotated[
         bool, typer.Option(help="fsync every write (SQLite synchronous=FULL).")
     ] = True,
@@ -220,7 +230,7 @@ def coordinator(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     limits = Limits(max_connections, max_connections_per_address, connections_max_idle_ms,
-                    max_buffered_bytes)  # fmt: skip
+                    max_buffered_bytes, join_rate, commit_rate)  # fmt: skip
     try:
         limits.validate()
     except ValueError as exc:

@@ -1,5 +1,7 @@
 """The Helm chart: linted, rendered, accepted by a real API server (server-side dry run),
-and its RBAC proven sufficient by running the operator as its service account."""
+and its RBAC proven sufficient by running the operator as its service account. Secured
+(ci/secured-values.yaml): listeners, TLS, SASL and RBAC authorization rendered into the
+coordinator's and operator's pods, contradictions refused before anything is installed."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from tests.integration.harness import ROOT, Coordinator, Member, wait_until
 
 CHART = ROOT / "charts" / "kgroups"
 EXAMPLES = ROOT / "examples" / "k8s"
+SECURED = CHART / "ci" / "secured-values.yaml"
+CERT_MANAGER = ("--api-versions", "cert-manager.io/v1")
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
@@ -35,6 +39,21 @@ def render(cp: ControlPlane, release: str, namespace: str, *args: str) -> list[d
 
 def kinds(docs: list[dict[str, Any]]) -> list[str]:
     return sorted(d["kind"] for d in docs)
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [doc] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def pod(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [workload] = [d for d in docs if d["kind"] == kind]
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def named(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in items}
 
 
 def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane) -> None:
@@ -62,6 +81,20 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
     args = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--coordinator=kg-kgroups-coordinator.kgroups.svc:9092" in args
     assert "--namespace=kgroups" in args
+    # No security by default: one PLAINTEXT listener in the arguments charts had before
+    # listeners (an upgrade does not restart the coordinator), no token, no secrets.
+    coordinator = sts["spec"]["template"]["spec"]
+    assert coordinator["containers"][0]["args"][:3] == [
+        "coordinator", "--listen=0.0.0.0:9092",
+        "--advertise=kg-kgroups-coordinator.kgroups.svc:9092",
+    ]  # fmt: skip
+    assert not [a for a in coordinator["containers"][0]["args"] if a.startswith(
+        ("--tls", "--sasl", "--credentials", "--rbac", "--acl"))]  # fmt: skip
+    assert coordinator["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in coordinator
+    assert [v["name"] for v in coordinator["volumes"]] == ["tmp"]
+    assert not [e for e in by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+                ["env"] if e["name"].startswith("KGROUPS_")]  # fmt: skip
     # ServiceMonitor only where the Prometheus Operator's API exists
     with_prometheus = render(controlplane, "kg", "kgroups", "--api-versions",
                              "monitoring.coreos.com/v1/ServiceMonitor")  # fmt: skip
@@ -84,8 +117,27 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
         ["--set", "image.pullPolicy=Sometimes"],
         ["--set", "operator.watchNamespaces[0]=Not_A_Namespace"],
         ["--set", "unknownKey=1"],
+        ["--set-json", 'coordinator.listeners=[{"protocol":"TLS","port":9093}]'],
+        ["--set-json", 'coordinator.listeners=[{"protocol":"SSL"}]'],
+        ["--set-json", "coordinator.listeners=[]"],
+        ["--set", "coordinator.tls.clientAuth=optional"],
+        ["--set", "coordinator.sasl.mechanisms={GSSAPI}"],
+        ["--set", "coordinator.authorization.mode=opa"],
+        ["--set", "operator.coordinatorSecurity.securityProtocol=SASL_TLS"],
     ],
-    ids=["port", "pull-policy", "namespace", "unknown-key"],
+    ids=[
+        "port",
+        "pull-policy",
+        "namespace",
+        "unknown-key",
+        "listener-protocol",
+        "listener-without-port",
+        "no-listener",
+        "client-auth",
+        "sasl-mechanism",
+        "authorization-mode",
+        "operator-protocol",
+    ],
 )
 def test_bad_values_are_refused_by_the_schema(
     controlplane: ControlPlane, values: list[str]
@@ -95,26 +147,387 @@ def test_bad_values_are_refused_by_the_schema(
     assert "values don't meet the specifications of the schema" in result.stderr
 
 
+def test_the_secured_values_lint_and_render_tls_sasl_and_rbac(controlplane: ControlPlane) -> None:
+    """ci/secured-values.yaml: SSL and SASL_SSL listeners only, each a port of the pod and
+    both Services and advertised with its own port; the TLS Secret and the users file
+    mounted read-only; RBAC authorization with the coordinator's own ServiceAccount, its
+    token and a ClusterRole for SubjectAccessReviews; the operator on the SASL_SSL listener
+    as its ServiceAccount, trusting only the Secret's ca.crt, its password a file."""
+    helm(controlplane, "lint", "--strict", str(CHART), "-f", str(SECURED))
+    docs = render(controlplane, "kg", "kgroups", "-f", str(SECURED))
+    host = "kg-kgroups-coordinator.kgroups.svc"
+
+    coordinator = pod(docs, "StatefulSet")
+    [container] = coordinator["containers"]
+    args = container["args"]
+    assert [a for a in args if a.startswith(("--listen", "--advertise"))] == [
+        "--listen=SSL://0.0.0.0:9093", f"--advertise=SSL={host}:9093",
+        "--listen=SASL_SSL://0.0.0.0:9094", f"--advertise=SASL_SSL={host}:9094",
+    ]  # fmt: skip
+    assert [a for a in args if a.startswith(("--tls", "--sasl", "--credentials", "--max-reauth",
+                                             "--rbac", "--acl"))] == [
+        "--tls-cert=/etc/kgroups/tls/tls.crt", "--tls-key=/etc/kgroups/tls/tls.key",
+        "--tls-client-ca=/etc/kgroups/tls/ca.crt", "--tls-client-auth=requested",
+        "--sasl-mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",
+        "--credentials=/etc/kgroups/sasl/users.yaml", "--max-reauth-ms=3600000",
+        "--rbac-namespace=kgroups", "--rbac-cache-ttl=30",
+    ]  # fmt: skip
+    assert container["ports"] == [
+        {"name": "kafka-ssl", "containerPort": 9093},
+        {"name": "kafka-sasl-ssl", "containerPort": 9094},
+        {"name": "metrics", "containerPort": 9404},
+    ]
+    mounts = named(container["volumeMounts"])
+    # Directories, not subPaths: the kubelet rewrites them in place and the coordinator
+    # reloads them.
+    assert mounts["tls"] == {"name": "tls", "mountPath": "/etc/kgroups/tls", "readOnly": True}
+    assert mounts["credentials"]["readOnly"] is True and "subPath" not in mounts["credentials"]
+    volumes = named(coordinator["volumes"])
+    assert volumes["tls"]["secret"] == {"secretName": "kgroups-coordinator-tls",
+                                        "defaultMode": 0o440}  # fmt: skip
+    assert volumes["credentials"]["secret"]["secretName"] == "kgroups-users"
+    assert volumes["credentials"]["secret"]["items"] == [{"key": "users.yaml",
+                                                          "path": "users.yaml"}]  # fmt: skip
+
+    for name in ("kg-kgroups-coordinator", "kg-kgroups-coordinator-headless"):
+        ports = one(docs, "Service", name)["spec"]["ports"]
+        assert [(p["name"], p["port"], p["targetPort"]) for p in ports if p["name"] != "metrics"
+                ] == [("kafka-ssl", 9093, "kafka-ssl"),
+                      ("kafka-sasl-ssl", 9094, "kafka-sasl-ssl")]  # fmt: skip
+    [policy] = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"][0]["ports"] == [{"port": 9093, "protocol": "TCP"},
+                                                     {"port": 9094, "protocol": "TCP"}]  # fmt: skip
+
+    # RBAC authorization: the coordinator's own identity, able to ask and nothing else.
+    assert coordinator["serviceAccountName"] == "kg-kgroups-coordinator"
+    assert coordinator["automountServiceAccountToken"] is True
+    assert one(docs, "ServiceAccount", "kg-kgroups-coordinator")
+    role = one(docs, "ClusterRole", "kg-kgroups-coordinator")
+    assert role["rules"] == [
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+         "verbs": ["create"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+         "verbs": ["create"]},
+    ]  # fmt: skip
+    binding = one(docs, "ClusterRoleBinding", "kg-kgroups-coordinator")
+    assert binding["roleRef"]["name"] == "kg-kgroups-coordinator"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kg-kgroups-coordinator",
+                                    "namespace": "kgroups"}]  # fmt: skip
+    # The operator may do through the coordinator what it does, as RBAC verbs.
+    kafka = one(docs, "RoleBinding", "kg-kgroups-operator-kafka")
+    assert kafka["metadata"]["namespace"] == "kgroups"
+    assert kafka["subjects"][0]["name"] == "kg-kgroups-operator"
+    verbs = {
+        r["resources"][0]: r["verbs"]
+        for r in one(docs, "Role", "kg-kgroups-operator-kafka")["rules"]
+    }
+    assert {"create", "delete", "consume"} <= set(verbs["topics"])
+    assert {"list", "reset", "delete"} <= set(verbs["consumergroups"])
+    assert "join" not in verbs["consumergroups"]
+
+    operator = pod(docs, "Deployment")
+    [op] = operator["containers"]
+    assert f"--coordinator={host}:9094" in op["args"]
+    env = {e["name"]: e.get("value") for e in op["env"]}
+    assert {k: v for k, v in env.items() if k.startswith("KGROUPS_")} == {
+        "KGROUPS_SECURITY_PROTOCOL": "SASL_SSL",
+        "KGROUPS_SSL_CA_FILE": "/etc/kgroups/coordinator-ca/ca.crt",
+        "KGROUPS_SASL_MECHANISM": "SCRAM-SHA-512",
+        "KGROUPS_SASL_USERNAME": "system:serviceaccount:kgroups:kg-kgroups-operator",
+        "KGROUPS_SASL_PASSWORD_FILE": "/etc/kgroups/sasl/password",
+    }
+    assert "KGROUPS_SASL_PASSWORD" not in env
+    op_volumes = named(operator["volumes"])
+    # The CA of the coordinator's Secret, never its private key.
+    assert op_volumes["coordinator-ca"]["secret"] == {
+        "secretName": "kgroups-coordinator-tls",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+    }
+    assert op_volumes["sasl-password"]["secret"]["items"] == [{"key": "password",
+                                                              "path": "password"}]  # fmt: skip
+    assert {m["mountPath"]: m["readOnly"] for m in op["volumeMounts"] if m["name"] != "tmp"} == {
+        "/etc/kgroups/coordinator-ca": True,
+        "/etc/kgroups/sasl": True,
+    }
+    assert "automountServiceAccountToken" not in operator  # kopf needs its token, as before
+
+
+def test_the_coordinator_gets_a_token_and_sar_rights_only_with_rbac_authorization(
+    controlplane: ControlPlane,
+) -> None:
+    acl = render(controlplane, "kg", "kgroups",
+                 "--set", "coordinator.authorization.mode=acl",
+                 "--set", "coordinator.authorization.acl.configMap.name=kgroups-acls")  # fmt: skip
+    for docs in (render(controlplane, "kg", "kgroups"), acl):
+        coordinator = pod(docs, "StatefulSet")
+        assert coordinator["automountServiceAccountToken"] is False
+        assert "serviceAccountName" not in coordinator
+        names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        assert ("ClusterRole", "kg-kgroups-coordinator") not in names
+        assert ("ServiceAccount", "kg-kgroups-coordinator") not in names
+        assert ("Role", "kg-kgroups-operator-kafka") not in names
+    [container] = pod(acl, "StatefulSet")["containers"]
+    assert "--acl-file=/etc/kgroups/acl/acls.yaml" in container["args"]
+    assert named(pod(acl, "StatefulSet")["volumes"])["acl"]["configMap"] == {
+        "name": "kgroups-acls",
+        "items": [{"key": "acls.yaml", "path": "acls.yaml"}],
+    }
+    assert named(container["volumeMounts"])["acl"]["readOnly"] is True
+
+    # RBAC in another namespace, without the chart's RBAC objects: the identity and its
+    # token stay (the ClusterRole is then the cluster admin's to grant).
+    elsewhere = render(controlplane, "kg", "kgroups", "-f", str(SECURED),
+                       "--set", "coordinator.authorization.rbac.namespace=kafka-acls")  # fmt: skip
+    assert "--rbac-namespace=kafka-acls" in pod(elsewhere, "StatefulSet")["containers"][0]["args"]
+    assert one(elsewhere, "Role", "kg-kgroups-operator-kafka")["metadata"]["namespace"] == (
+        "kafka-acls")  # fmt: skip
+    bare = render(controlplane, "kg", "kgroups", "-f", str(SECURED), "--set", "rbac.create=false")
+    assert pod(bare, "StatefulSet")["automountServiceAccountToken"] is True
+    assert not [d for d in bare if d["kind"] in ("ClusterRole", "Role", "RoleBinding")]
+
+
+def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: ControlPlane) -> None:
+    """Values written before listeners keep meaning what they meant."""
+    docs = render(controlplane, "kg", "kgroups", "--set", "coordinator.port=9093")
+    args = pod(docs, "StatefulSet")["containers"][0]["args"]
+    assert args[1:3] == ["--listen=0.0.0.0:9093",
+                         "--advertise=kg-kgroups-coordinator.kgroups.svc:9093"]  # fmt: skip
+    assert one(docs, "Service", "kg-kgroups-coordinator")["spec"]["ports"][0] == {
+        "name": "kafka",
+        "port": 9093,
+        "targetPort": "kafka",
+    }
+    assert "--coordinator=kg-kgroups-coordinator.kgroups.svc:9093" in pod(
+        docs, "Deployment")["containers"][0]["args"]  # fmt: skip
+    # Beside another listener, it is still the PLAINTEXT one's port.
+    both = render(controlplane, "kg", "kgroups", "--set", "coordinator.port=9093",
+                  "--set-json", 'coordinator.listeners=[{"protocol":"PLAINTEXT","port":9092},'
+                  '{"protocol":"SASL_PLAINTEXT","port":9095}]',
+                  "--set", "coordinator.sasl.mechanisms={PLAIN}",
+                  "--set", "coordinator.sasl.credentialsSecret.name=users")  # fmt: skip
+    args = pod(both, "StatefulSet")["containers"][0]["args"]
+    host = "kg-kgroups-coordinator.kgroups.svc"
+    assert args[1:5] == [
+        "--listen=PLAINTEXT://0.0.0.0:9093", f"--advertise=PLAINTEXT={host}:9093",
+        "--listen=SASL_PLAINTEXT://0.0.0.0:9095", f"--advertise=SASL_PLAINTEXT={host}:9095",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            [
+                "--set-json",
+                'coordinator.listeners=[{"protocol":"SSL","port":9093}]',
+                "--set",
+                "operator.coordinatorSecurity.securityProtocol=SSL",
+            ],
+            "coordinator.listeners has an SSL or SASL_SSL listener: set coordinator.tls.enabled",
+        ),
+        (
+            ["--set-json", 'coordinator.listeners=[{"protocol":"SSL","port":9093}]'],
+            "securityProtocol is PLAINTEXT, and coordinator.listeners has no PLAINTEXT listener",
+        ),
+        (
+            [
+                "--set-json",
+                'coordinator.listeners=[{"protocol":"PLAINTEXT","port":9092},'
+                '{"protocol":"PLAINTEXT","port":9093}]',
+            ],
+            "two PLAINTEXT listeners",
+        ),
+        (
+            ["--set-json", 'coordinator.listeners=[{"protocol":"PLAINTEXT","port":9404}]'],
+            "port 9404 of the PLAINTEXT listener is taken by coordinator.metricsPort",
+        ),
+        (
+            ["-f", str(SECURED), "--set", "coordinator.port=9092"],
+            "coordinator.listeners has no PLAINTEXT listener: give every port",
+        ),
+        (
+            ["-f", str(SECURED), "--set-json", "coordinator.sasl.mechanisms=[]"],
+            "coordinator.listeners has a SASL listener: set coordinator.sasl.mechanisms",
+        ),
+        (
+            ["-f", str(SECURED), "--set", "coordinator.sasl.credentialsSecret.name="],
+            "PLAIN and SCRAM need coordinator.sasl.credentialsSecret.name",
+        ),
+        (
+            ["-f", str(SECURED), "--set", "coordinator.tls.secretName="],
+            "set coordinator.tls.secretName (a kubernetes.io/tls Secret) or",
+        ),
+        (
+            ["-f", str(SECURED), "--set", "operator.coordinatorSecurity.sasl.mechanism=PLAIN"],
+            'sasl.mechanism "PLAIN" is not in coordinator.sasl.mechanisms',
+        ),
+        (
+            ["-f", str(SECURED), "--set", "operator.coordinatorSecurity.sasl.passwordSecret.name="],
+            "securityProtocol SASL_SSL: set operator.coordinatorSecurity.sasl.passwordSecret.name",
+        ),
+        (
+            ["--set", "coordinator.authorization.mode=acl"],
+            "set coordinator.authorization.acl.configMap.name",
+        ),
+    ],
+    ids=[
+        "ssl-without-tls",
+        "operator-without-listener",
+        "two-listeners-one-protocol",
+        "port-taken",
+        "old-port-without-plaintext",
+        "sasl-without-mechanisms",
+        "sasl-without-users",
+        "tls-without-secret",
+        "operator-mechanism-not-offered",
+        "operator-without-password",
+        "acl-without-configmap",
+    ],
+)
+def test_contradictory_security_values_fail_naming_what_to_set(
+    controlplane: ControlPlane, values: list[str], message: str
+) -> None:
+    result = helm(controlplane, "template", "kg", str(CHART), *values, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_the_certificate_renders_only_where_cert_manager_serves(
+    controlplane: ControlPlane,
+) -> None:
+    """With coordinator.tls.certManager the chart renders a Certificate for the names
+    clients are given, into the Secret the pods mount; where cert-manager.io/v1 is not
+    served it fails, saying what to do, rather than leave the coordinator waiting for a
+    Secret nobody writes."""
+    values = ("-f", str(SECURED), "--set", "coordinator.tls.secretName=",
+              "--set", "coordinator.tls.certManager.enabled=true",
+              "--set", "coordinator.tls.certManager.issuerRef.name=kgroups-ca",
+              "--set", "coordinator.tls.certManager.issuerRef.kind=ClusterIssuer",
+              "--set", "coordinator.tls.certManager.dnsNames={kgroups.example.com}")  # fmt: skip
+    docs = render(controlplane, "kg", "kgroups", *values, *CERT_MANAGER)
+    cert = one(docs, "Certificate", "kg-kgroups-coordinator")
+    assert cert["apiVersion"] == "cert-manager.io/v1"
+    assert cert["metadata"]["namespace"] == "kgroups"
+    assert cert["spec"]["issuerRef"] == {"name": "kgroups-ca", "kind": "ClusterIssuer",
+                                         "group": "cert-manager.io"}  # fmt: skip
+    assert (cert["spec"]["duration"], cert["spec"]["renewBefore"]) == ("2160h", "360h")
+    assert cert["spec"]["dnsNames"] == [
+        "kg-kgroups-coordinator", "kg-kgroups-coordinator.kgroups",
+        "kg-kgroups-coordinator.kgroups.svc",  # what --advertise names, so what clients check
+        "kg-kgroups-coordinator-0.kg-kgroups-coordinator-headless.kgroups.svc",
+        "kgroups.example.com",
+    ]  # fmt: skip
+    secret = cert["spec"]["secretName"]
+    assert secret == "kg-kgroups-coordinator-tls"
+    assert named(pod(docs, "StatefulSet")["volumes"])["tls"]["secret"]["secretName"] == secret
+    ca = named(pod(docs, "Deployment")["volumes"])["coordinator-ca"]
+    assert ca["secret"]["secretName"] == secret
+
+    missing = helm(controlplane, "template", "kg", str(CHART), *values, check=False)
+    assert missing.returncode != 0
+    assert "the cluster does not serve cert-manager.io/v1" in missing.stderr
+    # Without cert-manager enabled nothing asks for its API.
+    assert "Certificate" not in kinds(render(controlplane, "kg", "kgroups", "-f", str(SECURED),
+                                             *CERT_MANAGER))  # fmt: skip
+
+
+# The parts of cert-manager's Certificate schema the chart relies on (its real CRD is not
+# available here): enough for the API server to check kind, version, scope and those fields.
+CERTIFICATE_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "certificates.cert-manager.io"},
+    "spec": {
+        "group": "cert-manager.io",
+        "scope": "Namespaced",
+        "names": {"kind": "Certificate", "listKind": "CertificateList",
+                  "plural": "certificates", "singular": "certificate"},
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+            "type": "object",
+            "properties": {"spec": {
+                "type": "object",
+                "required": ["secretName", "issuerRef"],
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {
+                    "secretName": {"type": "string"},
+                    "duration": {"type": "string"},
+                    "renewBefore": {"type": "string"},
+                    "dnsNames": {"type": "array", "items": {"type": "string"}},
+                    "issuerRef": {"type": "object", "required": ["name"], "properties": {
+                        "name": {"type": "string"}, "kind": {"type": "string"},
+                        "group": {"type": "string"}}},
+                },
+            }},
+        }}}],
+    },
+}  # fmt: skip
+
+
+@pytest.fixture
+def certificate_crd(controlplane: ControlPlane) -> Iterator[None]:
+    controlplane.kubectl("apply", "-f", "-", input=yaml.safe_dump(CERTIFICATE_CRD))
+    controlplane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                         "crd/certificates.cert-manager.io")  # fmt: skip
+    yield
+    controlplane.kubectl("delete", "crd", "certificates.cert-manager.io", "--wait=false",
+                         check=False)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "values",
     [
         [],
         ["--set", "operator.allNamespaces=true", "--set", "networkPolicy.enabled=true"],
         ["--set", "operator.watchNamespaces={team-a,team-b}"],
+        ["-f", str(SECURED)],
+        [
+            "-f",
+            str(SECURED),
+            "--set",
+            "coordinator.tls.certManager.enabled=true",
+            "--set",
+            "coordinator.tls.certManager.issuerRef.name=kgroups-ca",
+            *CERT_MANAGER,
+        ],
+        [
+            "--set",
+            "coordinator.authorization.mode=acl",
+            "--set",
+            "coordinator.authorization.acl.configMap.name=kgroups-acls",
+        ],
     ],
-    ids=["default", "cluster-wide", "two-namespaces"],
+    ids=["default", "cluster-wide", "two-namespaces", "secured", "secured-cert-manager", "acl"],
 )
 def test_rendered_manifests_pass_a_server_side_dry_run(
-    controlplane: ControlPlane, namespace: str, values: list[str]
+    controlplane: ControlPlane, namespace: str, values: list[str], request: pytest.FixtureRequest
 ) -> None:
     for extra in ("team-a", "team-b"):
         if not controlplane.exists("namespace", extra, namespace="default"):
             controlplane.kubectl("create", "namespace", extra, check=False)
+    if CERT_MANAGER[1] in values:
+        request.getfixturevalue("certificate_crd")
     manifest = helm(controlplane, "template", "kg", str(CHART), "--namespace", namespace,
                     "--include-crds", *values).stdout  # fmt: skip
     # No -n: every namespaced object names its namespace (RoleBindings go to team-a/b).
     result = controlplane.kubectl("apply", "--dry-run=server", "-f", "-", input=manifest)
     assert "statefulset.apps/kg-kgroups-coordinator created (server dry run)" in result.stdout
+    if CERT_MANAGER[1] in values:
+        assert "certificate.cert-manager.io/kg-kgroups-coordinator created" in result.stdout
+
+
+def apply_rbac(cp: ControlPlane, docs: list[dict[str, Any]], ns: str) -> list[dict[str, Any]]:
+    """Apply the rendered RBAC objects for real; returns the cluster-scoped ones to delete.
+    Their names are per release: suffixed per test so tests cannot share them."""
+    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    cluster_scoped = [d for d in rbac if d["kind"].startswith("Cluster")]
+    for d in rbac:
+        if d["kind"].startswith("Cluster"):
+            d["metadata"]["name"] += f"-{ns}"
+        if d.get("roleRef", {}).get("kind", "").startswith("Cluster"):
+            d["roleRef"]["name"] += f"-{ns}"
+    if rbac:
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+    return cluster_scoped
 
 
 @pytest.fixture
@@ -128,15 +541,7 @@ def chart_operator(
     ns = f"rbac-{secrets.token_hex(3)}"
     cp.kubectl("create", "namespace", ns)
     docs = render(cp, "kg", ns, "--set", "serviceAccount.name=kgop")
-    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
-    # Cluster-scoped names are per release; suffix them per test so tests cannot share them.
-    cluster_scoped = [d for d in rbac if d["kind"].startswith("Cluster")]
-    for d in rbac:
-        if d["kind"].startswith("Cluster"):
-            d["metadata"]["name"] += f"-{ns}"
-        if d.get("roleRef", {}).get("kind", "").startswith("Cluster"):
-            d["roleRef"]["name"] += f"-{ns}"
-    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+    cluster_scoped = apply_rbac(cp, docs, ns)
     kubeconfig = cp.user(f"system:serviceaccount:{ns}:kgop", "system:serviceaccounts")
     coord = Coordinator(tmp_path / "data", "--log-level", "INFO")
     coord.start()
@@ -185,6 +590,82 @@ def test_the_chart_rbac_is_enough_to_run_the_operator(
     wait_until(lambda: not cp.exists("cg", "billing", ns), 40, "the group deleted")
     log = operator.log()
     assert "Forbidden" not in log and "403" not in log, log[-3000:]
+
+
+def test_with_rbac_authorization_the_chart_lets_the_operator_work_through_the_coordinator(
+    controlplane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The secured chart's coordinator arguments and operator environment, run for real:
+    the coordinator (as its chart ServiceAccount, with only the chart's ClusterRole) asks
+    the API server about each request; the operator authenticates with SCRAM as its own
+    ServiceAccount. Without the chart's operator Role the coordinator refuses the operator;
+    with it, Topics and ConsumerGroups are created and deleted through the coordinator.
+    SASL_PLAINTEXT stands in for SASL_SSL (the certificates are not the question here)."""
+    cp = controlplane
+    ns = f"sec-{secrets.token_hex(3)}"
+    cp.kubectl("create", "namespace", ns)
+    docs = render(cp, "kg", ns, "-f", str(SECURED), "--set", "serviceAccount.name=kgop",
+                  "--set", "coordinator.serviceAccount.name=kgco",
+                  "--set-json", 'coordinator.listeners=[{"protocol":"SASL_PLAINTEXT","port":9095}]',
+                  "--set", "coordinator.tls.enabled=false",
+                  "--set", "coordinator.authorization.rbac.cacheTtlSeconds=1",
+                  "--set", "operator.coordinatorSecurity.securityProtocol=SASL_PLAINTEXT")  # fmt: skip
+    operator_role = [d for d in docs if d["metadata"]["name"] == "kg-kgroups-operator-kafka"]
+    assert len(operator_role) == 2  # the Role and its RoleBinding, applied later
+    cluster_scoped = apply_rbac(cp, [d for d in docs if d not in operator_role], ns)
+
+    password = secrets.token_hex(8)
+    [op_container] = pod(docs, "Deployment")["containers"]
+    env = {e["name"]: e["value"] for e in op_container["env"] if e["name"].startswith("KGROUPS_")}
+    users = {"users": {env["KGROUPS_SASL_USERNAME"]: {"password": password}}}
+    (tmp_path / "users.yaml").write_text(yaml.safe_dump(users))
+    (tmp_path / "password").write_text(password)
+    # The chart's arguments and environment, with the pod's paths made local.
+    local = {"/etc/kgroups/sasl/users.yaml": str(tmp_path / "users.yaml"),
+             "/etc/kgroups/sasl/password": str(tmp_path / "password")}  # fmt: skip
+
+    def localized(arg: str) -> str:
+        flag, _, value = arg.partition("=")
+        return f"{flag}={local[value]}" if value in local else arg
+
+    args = [localized(a) for a in pod(docs, "StatefulSet")["containers"][0]["args"]
+            if a.startswith(("--sasl", "--credentials", "--max-reauth", "--rbac"))]  # fmt: skip
+    assert f"--credentials={tmp_path / 'users.yaml'}" in args
+    assert f"--rbac-namespace={ns}" in args
+    coordinator_user = cp.user(f"system:serviceaccount:{ns}:kgco", "system:serviceaccounts")
+    operator_user = cp.user(f"system:serviceaccount:{ns}:kgop", "system:serviceaccounts")
+    coord = Coordinator(tmp_path / "data", *args, "--kubeconfig", str(coordinator_user),
+                        listeners=("SASL_PLAINTEXT",))  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, local.get(value, value))
+
+    def topic_ready() -> dict[str, Any]:
+        return condition(cp.get("kt", "orders", ns), "Ready") or {}
+
+    operator: Operator | None = None
+    try:
+        coord.start()
+        operator = Operator(operator_user, coord.bootstrap, tmp_path / "operator.log",
+                            "--namespace", ns)  # fmt: skip
+        cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+        refused = wait_until(lambda: topic_ready().get("reason") == "CoordinatorRejected"
+                             and topic_ready(), 30, "the operator refused", poll=0.2)  # fmt: skip
+        assert "AUTHORIZATION" in refused["message"].upper(), refused
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(operator_role))
+        wait_until(lambda: topic_ready().get("status") == "True", 60, "the Topic created",
+                   poll=0.5)  # fmt: skip
+        cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
+        wait_until(lambda: (condition(cp.get("cg", "billing", ns), "Ready") or {}).get("reason")
+                   == "NoMembers", 30, "the group registered", poll=0.2)  # fmt: skip
+        cp.kubectl("delete", "cg", "billing", "-n", ns, "--wait=false")
+        wait_until(lambda: not cp.exists("cg", "billing", ns), 40, "the group deleted")
+    finally:
+        if operator is not None:
+            operator.stop()
+        coord.kill()
+        for d in cluster_scoped:
+            cp.kubectl("delete", d["kind"].lower(), d["metadata"]["name"], check=False)
+        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_the_alerting_rules_render_only_with_the_prometheus_operator(

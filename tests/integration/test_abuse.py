@@ -26,6 +26,8 @@ from prometheus_client import CollectorRegistry
 
 from kgroups.admin import create_topic
 from kgroups.client import GroupMember
+from kgroups.protocol.build import build
+from kgroups.protocol.client import encode_request
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, free_port, wait_until
 
@@ -79,16 +81,16 @@ class SteadyMember:
 
 @pytest.fixture
 def guarded(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Coordinator, int]]:
-    """A coordinator with tight limits; a test may set its idle time (ms) by indirect
-    parametrization."""
-    idle_ms = getattr(request, "param", IDLE_MS)
+    """A coordinator with tight limits; a test may set its idle time (ms) and more
+    options by indirect parametrization: (idle_ms, extra arguments)."""
+    idle_ms, extra = getattr(request, "param", (IDLE_MS, ()))
     metrics = free_port()
     coord = Coordinator(
         tmp_path / "data", *FAST,
         "--max-connections-per-address", str(PER_ADDRESS),
         "--connections-max-idle-ms", str(idle_ms),
         "--max-buffered-bytes", str(BUFFERED),
-        "--metrics", f"127.0.0.1:{metrics}",
+        "--metrics", f"127.0.0.1:{metrics}", *extra,
     )  # fmt: skip
     coord.start()
     asyncio.run(create_topic("127.0.0.1", coord.port, "abuse", 4))
@@ -133,7 +135,7 @@ def closed_by_server(sock: socket.socket, within: float) -> bool:
         return False
 
 
-@pytest.mark.parametrize("guarded", [10_000], indirect=True)
+@pytest.mark.parametrize("guarded", [(10_000, ())], indirect=True)
 def test_thousands_of_idle_connections_are_capped_per_address_and_closed_when_idle(
     guarded: tuple[Coordinator, int], steady: SteadyMember
 ) -> None:
@@ -233,3 +235,72 @@ def test_huge_frames_from_many_connections_stay_within_the_buffered_bytes_bound(
     assert len(set(steady.generations)) == 1
     wait_until(lambda: metric(metrics, "kgroups_buffered_request_bytes") == 0, 10,
                "buffered bytes to be released")  # fmt: skip
+
+
+JOIN_RATE = 20
+
+
+def join_frame(correlation_id: int) -> bytes:
+    """JoinGroup v9 with no member id: each one makes the coordinator remember a pending
+    member (MEMBER_ID_REQUIRED) for a session timeout."""
+    from kio.schema.join_group.v9.request import JoinGroupRequest
+
+    body = build(JoinGroupRequest, {
+        "group_id": "flood", "session_timeout": 6000, "rebalance_timeout": 6000,
+        "member_id": "", "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}], "reason": None,
+    })  # fmt: skip
+    return encode_request(body, correlation_id)
+
+
+@pytest.mark.parametrize("guarded", [(IDLE_MS * 10, ("--join-rate", str(JOIN_RATE)))],
+                         indirect=True)  # fmt: skip
+def test_a_flood_of_joins_with_fresh_member_ids_is_slowed_to_the_principals_rate(
+    guarded: tuple[Coordinator, int], steady: SteadyMember
+) -> None:
+    """20 connections pipeline 50 JoinGroups each (1000 fresh member ids): they are
+    answered at the principal's rate, not at once, so pending members grow at that rate;
+    the steady member's heartbeats are not rate-limited and stay fast."""
+    coord, metrics = guarded
+    floods = [connect(coord.port) for _ in range(20)]
+    answered = [0]
+    lock = threading.Lock()
+
+    def flood(sock: socket.socket) -> None:
+        sock.sendall(b"".join(join_frame(i) for i in range(50)))
+        sock.settimeout(0.5)
+        buf = b""
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
+                buf = buf[4 + struct.unpack(">i", buf[:4])[0] :]
+                with lock:
+                    answered[0] += 1
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=flood, args=(s,), daemon=True) for s in floods]
+    for t in threads:
+        t.start()
+    during = steady.mean_latency_during(2)
+    for t in threads:
+        t.join(10)
+    elapsed = time.monotonic() - started
+    for s in floods:
+        s.close()
+    burst = 2 * JOIN_RATE
+    assert answered[0] > JOIN_RATE, answered[0]  # they are served...
+    assert answered[0] <= burst + JOIN_RATE * elapsed + 5, (answered[0], elapsed)  # ...slowly
+    # Each connection has one request in flight: the rest wait in its queue, unread.
+    throttled = metric(metrics, "kgroups_requests_throttled_total", 'api="JoinGroup"')
+    assert throttled >= answered[0] - burst - 5, (throttled, answered[0])
+    assert during < 0.25, during
+    assert len(set(steady.generations)) == 1

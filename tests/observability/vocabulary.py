@@ -96,6 +96,10 @@ METRICS: tuple[Metric, ...] = (
        "SASL authentications and re-authentications (success, failure)"),
     _m("kgroups_authorization_refusals_total", "counter", "resource_type", "coordinator",
        "actions the authorizer refused, by Kafka resource type (GROUP, TOPIC, CLUSTER)"),
+    _m("kgroups_requests_throttled_total", "counter", "api", "coordinator",
+       "requests delayed for going over their principal's rate (JoinGroup, OffsetCommit)"),
+    _m("kgroups_request_throttle_seconds_total", "counter", "api", "coordinator",
+       "time throttled requests were made to wait"),
     _m("kgroups_topics", "gauge", "", "coordinator", "topics"),
     _m("kgroups_partitions", "gauge", "", "coordinator", "partitions of all topics"),
     # members: GroupMember in-process, the sidecar's /metrics, Spark members

@@ -15,9 +15,12 @@ starve the others:
   connection that is adding bytes stops being read (TCP pushes back on its client) until
   the total is below half; other connections' small requests keep flowing;
 * before a SASL connection has authenticated, frames are limited to 512 KiB (Kafka's
-  sasl.server.max.receive.size): an unauthenticated client cannot make us hold 100 MiB.
+  sasl.server.max.receive.size): an unauthenticated client cannot make us hold 100 MiB;
+* JoinGroup and OffsetCommit rates per principal (off by default, as Kafka's quotas):
+  requests over the rate wait (`RateLimiter`).
 
-`ConnectionCounts` is the bookkeeping, pure; the server does the closing and pausing.
+`ConnectionCounts` and `RateLimiter` are the bookkeeping, pure (time passed in); the
+server does the closing, pausing and waiting.
 """
 
 from __future__ import annotations
@@ -34,12 +37,18 @@ class Limits:
     max_connections_per_address: int = 1_000
     connections_max_idle_ms: int = 600_000
     max_buffered_bytes: int = 256 * 1024 * 1024
+    join_rate: float = 0.0
+    """JoinGroup requests per second per principal (0: unlimited, as Kafka by default)."""
+    commit_rate: float = 0.0
+    """OffsetCommit requests per second per principal (0: unlimited)."""
 
     def validate(self) -> None:
         for name in ("max_connections", "max_connections_per_address",
                      "connections_max_idle_ms", "max_buffered_bytes"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be at least 1")
+        if self.join_rate < 0 or self.commit_rate < 0:
+            raise ValueError("request rates must be 0 (unlimited) or more")
 
 
 class ConnectionCounts:
@@ -65,3 +74,30 @@ class ConnectionCounts:
         self.by_address[address] -= 1
         if self.by_address[address] <= 0:
             del self.by_address[address]
+
+
+class RateLimiter:
+    """Requests per second per principal (Kafka's request quotas, by count): a token
+    bucket of `burst` tokens refilled at `rate` per second. A request over it is not
+    refused but delayed until its token is due, as a Kafka broker throttles (KIP-219
+    mutes the channel): a flood of JoinGroups with fresh member ids slows to `rate`, and
+    its pending members to `rate` x the session timeout, while other principals'
+    requests are untouched. `rate` 0: no limit."""
+
+    def __init__(self, rate: float, burst: float | None = None, max_keys: int = 100_000) -> None:
+        self.rate = rate
+        self.burst = burst if burst is not None else max(1.0, 2 * rate)
+        self._max_keys = max_keys
+        self._buckets: dict[str, tuple[float, float]] = {}
+        """key -> (tokens at `at`, `at`): tokens may go below 0 (requests already queued)."""
+
+    def delay(self, key: str, now: float) -> float:
+        """Take a token for `key` at `now` (seconds); how long the request must wait."""
+        if self.rate <= 0:
+            return 0.0
+        tokens, at = self._buckets.get(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.rate) - 1
+        if len(self._buckets) >= self._max_keys and key not in self._buckets:
+            self._buckets.clear()  # a flood of principals: forget, rather than grow
+        self._buckets[key] = (tokens, now)
+        return 0.0 if tokens >= 0 else -tokens / self.rate

@@ -91,6 +91,8 @@ def _held(group: Group) -> set[tuple[str, int]]:
 
 
 REJECT_REASONS = ("total", "per_address")
+RATED = ("JoinGroup", "OffsetCommit")
+"""The APIs with a per-principal rate."""
 
 
 @dataclass(slots=True)
@@ -119,6 +121,8 @@ class _Tallies:
     refusals: Tally[str] = field(
         default_factory=lambda: Tally(dict.fromkeys(("GROUP", "TOPIC", "CLUSTER"), 0))
     )
+    throttled: Tally[str] = field(default_factory=lambda: Tally(dict.fromkeys(RATED, 0)))
+    throttle_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RATED, 0.0))
 
 
 class CoordinatorMetrics(Collector):
@@ -181,6 +185,10 @@ class CoordinatorMetrics(Collector):
     def refused(self, resource_types: Iterable[str]) -> None:
         for kind in resource_types:
             self._t.refusals[kind] += 1
+
+    def throttled(self, api: str, seconds: float) -> None:
+        self._t.throttled[api] += 1
+        self._t.throttle_seconds[api] = self._t.throttle_seconds.get(api, 0.0) + seconds
 
     def written(self, records: int, seconds: float) -> None:
         self._t.write_records.observe(records)
@@ -382,3 +390,18 @@ class CoordinatorMetrics(Collector):
         for kind, n in sorted(t.refusals.items()):
             refusals.add_metric([kind], n)
         yield refusals
+        throttled = CounterMetricFamily(
+            "kgroups_requests_throttled",
+            "Requests delayed for going over their principal's rate (JoinGroup, OffsetCommit).",
+            labels=["api"],
+        )
+        waited = CounterMetricFamily(
+            "kgroups_request_throttle_seconds",
+            "Time throttled requests were made to wait.",
+            labels=["api"],
+        )
+        for api, n in sorted(t.throttled.items()):
+            throttled.add_metric([api], n)
+            waited.add_metric([api], t.throttle_seconds.get(api, 0.0))
+        yield throttled
+        yield waited

@@ -55,7 +55,12 @@ from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
 from kgroups.coordinator.core.records import Record
-from kgroups.coordinator.limits import PRE_AUTH_MAX_FRAME_BYTES, ConnectionCounts, Limits
+from kgroups.coordinator.limits import (
+    PRE_AUTH_MAX_FRAME_BYTES,
+    ConnectionCounts,
+    Limits,
+    RateLimiter,
+)
 from kgroups.coordinator.listeners import (
     ListenerSettings,
     SecurityProtocol,
@@ -330,12 +335,16 @@ class Connection(asyncio.Protocol):
         self._pump()
 
     def complete_later(self, delay_s: float, frame: bytes) -> None:
+        self.call_later(delay_s, lambda: self.complete(frame))
+
+    def call_later(self, delay_s: float, work: Callable[[], None]) -> None:
+        """Run `work` in `delay_s`, unless the connection is lost first."""
         loop = asyncio.get_running_loop()
         handle: asyncio.TimerHandle
 
         def fire() -> None:
             self.timers.discard(handle)
-            self.complete(frame)
+            work()
 
         handle = loop.call_later(delay_s, fire)
         self.timers.add(handle)
@@ -432,6 +441,13 @@ class CoordinatorServer:
         self._memory_paused: set[Connection] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._rejections_logged: dict[str, float] = {}
+        limits = settings.limits
+        self._rates = {
+            key: RateLimiter(rate)
+            for key, rate in ((ApiKey.JOIN_GROUP, limits.join_rate),
+                              (ApiKey.OFFSET_COMMIT, limits.commit_rate))
+            if rate > 0
+        }  # fmt: skip
         self._store: RecordStore = store or Store(
             settings.data_dir, synchronous=settings.synchronous
         )
@@ -697,6 +713,24 @@ class CoordinatorServer:
         assert self._loop is not None
         received = self._loop.time()
         incoming = _Incoming(conn, key, version, correlation_id, request.client_id, body, received)
+        limiter = self._rates.get(key)
+        if limiter is not None:
+            principal = conn.session.principal
+            who = str(principal) if principal != ANONYMOUS else f"ANONYMOUS{conn.client_host}"
+            wait = limiter.delay(who, received)
+            if wait > 0:  # over the principal's rate: this connection waits its turn
+                self.metrics.throttled(metric_api_name(key), wait)
+                conn.call_later(wait, lambda: self._authorize_and_handle(incoming))
+                return
+        self._authorize_and_handle(incoming)
+
+    def _authorize_and_handle(self, incoming: _Incoming) -> None:
+        conn, key, body = incoming.conn, incoming.api_key, incoming.body
+        if conn.closed or self.failure is not None or self.stopped:
+            return
+        coordinator = self.coordinator
+        assert coordinator is not None
+        assert self._loop is not None
         denied: frozenset[Action] = frozenset()
         if self.authorizer is not None:
             actions = coordinator.needed(body)
