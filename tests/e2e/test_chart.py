@@ -369,6 +369,10 @@ def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: Contro
             ["--set", "coordinator.authorization.mode=acl"],
             "set coordinator.authorization.acl.configMap.name",
         ),
+        (  # what `helm upgrade --reuse-values` from a chart before listeners looks like
+            ["--set", "coordinator.tls=null", "--set", "operator.coordinatorSecurity=null"],
+            "coordinator.tls is missing from the values: upgrading with --reuse-values",
+        ),
     ],
     ids=[
         "ssl-without-tls",
@@ -382,6 +386,7 @@ def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: Contro
         "operator-mechanism-not-offered",
         "operator-without-password",
         "acl-without-configmap",
+        "reused-old-values",
     ],
 )
 def test_contradictory_security_values_fail_naming_what_to_set(
