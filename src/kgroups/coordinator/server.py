@@ -615,12 +615,8 @@ class CoordinatorServer:
     async def stop(self) -> None:
         """Stop accepting, close every connection, finish pending writes, close the store."""
         self._close_listeners()
-        for task in (self._reloader, self._sweeper):
-            if task is not None:
-                task.cancel()
+        self._cancel_background()
         await self._endpoints.close()
-        for task in list(self._authorizing):
-            task.cancel()
         if self.authorizer is not None:
             await self.authorizer.close()
         for conn in list(self.connections):
@@ -642,6 +638,12 @@ class CoordinatorServer:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
         self._executor.shutdown(wait=True)
         self._stopped.set()
+
+    def _cancel_background(self) -> None:
+        """The file reloader, the idle-connection sweeper, authorizations in flight."""
+        for task in (self._reloader, self._sweeper, *self._authorizing):
+            if task is not None:
+                task.cancel()
 
     def _close_listeners(self) -> None:
         for listener in self.listeners:
@@ -940,6 +942,7 @@ class CoordinatorServer:
                      exc_info=cause)  # fmt: skip
         self.failure = exc
         self._close_listeners()
+        self._cancel_background()
         for conn in list(self.connections):
             conn.abort(f"coordinator stopping: {what}")
         if self._timer is not None:
