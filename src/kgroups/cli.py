@@ -202,8 +202,8 @@ def coordinator(
     port_file: Annotated[
         Path | None,
         typer.Option(
-            help="Once listening, write the first listener's bound port here, then a line "
-            "`PROTOCOL PORT` per listener (for --listen HOST:0)."
+            help="Once listening, write the first listener's bound port here (with several "
+            "listeners, then a line `PROTOCOL PORT` for each) (for --listen HOST:0)."
         ),
     ] = None,
 ) -> None:
@@ -287,7 +287,11 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
         return 1
     if port_file is not None:
         tmp = port_file.with_suffix(".tmp")
-        lines = [f"{server.port}", *(f"{name} {port}" for name, port in server.ports.items())]
+        # The first listener's port alone, as always; with more listeners, a line
+        # `PROTOCOL PORT` for each.
+        lines = [f"{server.port}"]
+        if len(server.ports) > 1:
+            lines += [f"{name} {port}" for name, port in server.ports.items()]
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(port_file)
     loop = asyncio.get_running_loop()

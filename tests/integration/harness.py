@@ -100,7 +100,9 @@ class Coordinator:
             return port_file.exists()
 
         wait_until(bound, 20, "the coordinator to listen")
-        for line in port_file.read_text().splitlines()[1:]:
+        first, *more = port_file.read_text().splitlines()
+        self.port = int(first)
+        for line in more:
             name, port = line.split()
             self.ports[name] = int(port)
 

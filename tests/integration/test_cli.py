@@ -67,3 +67,26 @@ def test_a_data_dir_it_cannot_use_stops_it_with_the_reason_for_kubernetes(tmp_pa
     assert message.startswith(f"coordinator stopped: cannot open {data}: ")
     assert message.strip() in done.stderr
     assert data.read_text() == "not a directory"  # nothing of it touched
+
+
+def test_the_port_file_says_where_each_listener_is_bound(tmp_path: Path) -> None:
+    """One listener: the port alone (scripts read it with int()); several: the first's
+    port, then `PROTOCOL PORT` per listener."""
+    single = Coordinator(tmp_path / "one")
+    single.start()
+    try:
+        assert (tmp_path / "one.port").read_text() == f"{single.port}\n"
+    finally:
+        single.kill()
+    users = tmp_path / "users.yaml"
+    users.write_text("users: {alice: {password: pw}}\n")
+    double = Coordinator(tmp_path / "two", "--sasl-mechanisms", "PLAIN", "--credentials",
+                         str(users), listeners=("PLAINTEXT", "SASL_PLAINTEXT"))  # fmt: skip
+    double.start()
+    try:
+        first, *rest = (tmp_path / "two.port").read_text().splitlines()
+        ports = dict(line.split() for line in rest)
+        assert int(first) == double.port == int(ports["PLAINTEXT"])
+        assert int(ports["SASL_PLAINTEXT"]) == double.ports["SASL_PLAINTEXT"] != double.port
+    finally:
+        double.kill()
