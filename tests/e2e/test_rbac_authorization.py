@@ -21,12 +21,12 @@ import pytest
 import yaml
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import GroupAuthorizationFailedError, KafkaError, TopicAuthorizationFailedError
+from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.structs import OffsetAndMetadata
 
 from tests.e2e.kube import ControlPlane
 from tests.integration.conftest import FAST
-from tests.integration.harness import Coordinator, wait_until
+from tests.integration.harness import Coordinator, polled_assignment, refused_while_polling
 
 RBAC_TTL = 2.0
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
@@ -113,29 +113,6 @@ def join(coord: Coordinator, namespace: str, topic: str = "orders") -> KafkaCons
     return consumer
 
 
-def assigned(consumer: KafkaConsumer, timeout: float = 20) -> set[TopicPartition]:
-    def poll() -> set[TopicPartition] | None:
-        consumer.poll(timeout_ms=200)
-        return consumer.assignment() or None
-
-    result: set[TopicPartition] = wait_until(poll, timeout, "an assignment", poll=0)
-    return result
-
-
-def refused(consumer: KafkaConsumer, error: type[KafkaError], seconds: float = 5) -> None:
-    """Polling raises `error` (kafka-python surfaces a group authorization failure
-    from poll), and keeps doing so: no assignment ever arrives."""
-    deadline = time.monotonic() + seconds
-    raised = 0
-    while time.monotonic() < deadline:
-        try:
-            consumer.poll(timeout_ms=200)
-        except error:
-            raised += 1
-        assert not consumer.assignment()
-    assert raised > 0
-
-
 def test_rbac_grants_and_revokes_joining_and_committing(
     controlplane: ControlPlane, namespace: str, secured: Coordinator
 ) -> None:
@@ -143,7 +120,7 @@ def test_rbac_grants_and_revokes_joining_and_committing(
     # No RoleBinding: refused, and nothing was created.
     c = join(secured, namespace)
     try:
-        refused(c, GroupAuthorizationFailedError)
+        refused_while_polling(c, GroupAuthorizationFailedError, 5)
     finally:
         c.close()
     assert "billing" not in groups(secured, namespace)
@@ -153,7 +130,7 @@ def test_rbac_grants_and_revokes_joining_and_committing(
     time.sleep(RBAC_TTL)
     c = join(secured, namespace)
     try:
-        tps = assigned(c)
+        tps = polled_assignment(c)
         assert len(tps) == 2
         c.commit({tp: OffsetAndMetadata(5, "", -1) for tp in tps})
         assert {c.committed(tp) for tp in tps} == {5}
@@ -164,7 +141,7 @@ def test_rbac_grants_and_revokes_joining_and_committing(
     # refused with TOPIC_AUTHORIZATION_FAILED, and nothing is stored.
     c = join(secured, namespace)
     try:
-        assigned(c)
+        polled_assignment(c)
         payroll = {TopicPartition("payroll", p): OffsetAndMetadata(9, "", -1) for p in (0, 1)}
         with pytest.raises(TopicAuthorizationFailedError):
             c.commit(payroll)
@@ -177,7 +154,7 @@ def test_rbac_grants_and_revokes_joining_and_committing(
     time.sleep(RBAC_TTL + 0.5)
     c = join(secured, namespace)
     try:
-        refused(c, GroupAuthorizationFailedError)
+        refused_while_polling(c, GroupAuthorizationFailedError, 5)
     finally:
         c.close()
     assert "refused DESCRIBE GROUP:billing" in secured.log()  # FindCoordinator, first

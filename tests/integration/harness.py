@@ -415,3 +415,27 @@ def wait_converged(members: list[Member], partitions: set[tuple[str, int]], time
         f"(last reports: {[m.assignment for m in members]})",
     )
     return generation
+
+
+def refused_while_polling(consumer: Any, error: type[BaseException] | tuple[type[BaseException], ...],
+                          seconds: float = 4) -> None:  # fmt: skip
+    """A kafka-python consumer's poll raises `error` (how it reports an authorization
+    refusal), over and over for `seconds`, and no assignment ever arrives."""
+    deadline, raised = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline:
+        try:
+            consumer.poll(timeout_ms=200)
+        except error:
+            raised += 1
+        assert not consumer.assignment()
+    assert raised, f"{error} never raised"
+
+
+def polled_assignment(consumer: Any, timeout: float = 20) -> Any:
+    """Poll a kafka-python consumer until it has an assignment; return it."""
+
+    def poll() -> Any:
+        consumer.poll(timeout_ms=200)
+        return consumer.assignment() or None
+
+    return wait_until(poll, timeout, "an assignment", poll=0)

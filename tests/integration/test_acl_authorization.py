@@ -17,13 +17,18 @@ from typing import Any
 import confluent_kafka
 import pytest
 import yaml
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
-from kafka.errors import GroupAuthorizationFailedError, KafkaError, TopicAuthorizationFailedError
+from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.structs import OffsetAndMetadata
 
 from tests.integration.conftest import FAST
-from tests.integration.harness import Coordinator, wait_until
+from tests.integration.harness import (
+    Coordinator,
+    polled_assignment,
+    refused_while_polling,
+    wait_until,
+)
 
 PASSWORD = "pw"
 ALICE_RULES: list[dict[str, Any]] = [
@@ -77,28 +82,6 @@ def consumer(coord: Coordinator, user: str, group: str, topic: str) -> KafkaCons
     return c
 
 
-def assigned(c: KafkaConsumer) -> set[TopicPartition]:
-    def poll() -> set[TopicPartition] | None:
-        c.poll(timeout_ms=200)
-        return c.assignment() or None
-
-    result: set[TopicPartition] = wait_until(poll, 20, "an assignment", poll=0)
-    return result
-
-
-def raises_while_polling(
-    c: KafkaConsumer, error: type[KafkaError] | tuple[type[KafkaError], ...], seconds: float = 4
-) -> None:
-    deadline, raised = time.monotonic() + seconds, 0
-    while time.monotonic() < deadline:
-        try:
-            c.poll(timeout_ms=200)
-        except error:
-            raised += 1
-        assert not c.assignment()
-    assert raised, f"{error} never raised"
-
-
 def admin_groups(coord: Coordinator) -> dict[str, Any]:
     admin = KafkaAdminClient(**config(coord, "admin"))
     try:
@@ -110,7 +93,7 @@ def admin_groups(coord: Coordinator) -> dict[str, Any]:
 def test_an_allowed_member_joins_and_commits(coordinator: Coordinator) -> None:
     c = consumer(coordinator, "alice", "billing", "orders")
     try:
-        tps = assigned(c)
+        tps = polled_assignment(c)
         c.commit({tp: OffsetAndMetadata(3, "", -1) for tp in tps})
         assert {c.committed(tp) for tp in tps} == {3}
     finally:
@@ -123,7 +106,7 @@ def test_a_member_without_an_acl_is_refused_and_nothing_is_created(
     group = f"g-{uuid.uuid4().hex[:6]}"
     c = consumer(coordinator, "bob", group, "orders")
     try:
-        raises_while_polling(c, (GroupAuthorizationFailedError, TopicAuthorizationFailedError))
+        refused_while_polling(c, (GroupAuthorizationFailedError, TopicAuthorizationFailedError))
     finally:
         c.close()
     assert group not in admin_groups(coordinator)
@@ -180,7 +163,7 @@ def test_an_edited_acl_file_applies_without_a_restart(
                "the ACL file to reload")  # fmt: skip
     c = consumer(coordinator, "bob", group, "orders")
     try:
-        assert len(assigned(c)) == 2
+        assert len(polled_assignment(c)) == 2
     finally:
         c.close()
     write_acls(acl_file, ALICE_RULES)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
@@ -123,6 +123,14 @@ class _Tallies:
     )
     throttled: Tally[str] = field(default_factory=lambda: Tally(dict.fromkeys(RATED, 0)))
     throttle_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RATED, 0.0))
+
+
+def _counted(name: str, help_: str, label: str, counts: Mapping[str, float]) -> Metric:
+    """A counter with one label, a series per key of `counts`."""
+    family = CounterMetricFamily(name, help_, labels=[label])
+    for key, n in sorted(counts.items()):
+        family.add_metric([key], n)
+    return family
 
 
 class CoordinatorMetrics(Collector):
@@ -351,14 +359,11 @@ class CoordinatorMetrics(Collector):
     def _guard(self) -> Iterator[Metric]:
         """Security and limits: who was turned away, and why."""
         t = self._t
-        rejected = CounterMetricFamily(
+        yield _counted(
             "kgroups_connections_rejected",
             "Connections closed on accept: over max connections in total or per address.",
-            labels=["reason"],
-        )
-        for reason, n in sorted(t.rejected.items()):
-            rejected.add_metric([reason], n)
-        yield rejected
+            "reason", t.rejected,
+        )  # fmt: skip
         yield CounterMetricFamily(
             "kgroups_connections_idle_closed",
             "Connections closed after connections.max.idle.ms without a request.",
@@ -374,34 +379,17 @@ class CoordinatorMetrics(Collector):
             "Times a connection stopped being read because buffered bytes were over the limit.",
             value=t.memory_pauses,
         )
-        auth = CounterMetricFamily(
-            "kgroups_authentications",
-            "SASL authentications and re-authentications, by result.",
-            labels=["result"],
-        )
-        for result, n in sorted(t.authentications.items()):
-            auth.add_metric([result], n)
-        yield auth
-        refusals = CounterMetricFamily(
-            "kgroups_authorization_refusals",
-            "Actions refused by the authorizer, by Kafka resource type.",
-            labels=["resource_type"],
-        )
-        for kind, n in sorted(t.refusals.items()):
-            refusals.add_metric([kind], n)
-        yield refusals
-        throttled = CounterMetricFamily(
+        yield _counted("kgroups_authentications",
+                       "SASL authentications and re-authentications, by result.",
+                       "result", t.authentications)  # fmt: skip
+        yield _counted("kgroups_authorization_refusals",
+                       "Actions refused by the authorizer, by Kafka resource type.",
+                       "resource_type", t.refusals)  # fmt: skip
+        yield _counted(
             "kgroups_requests_throttled",
             "Requests delayed for going over their principal's rate (JoinGroup, OffsetCommit).",
-            labels=["api"],
-        )
-        waited = CounterMetricFamily(
-            "kgroups_request_throttle_seconds",
-            "Time throttled requests were made to wait.",
-            labels=["api"],
-        )
-        for api, n in sorted(t.throttled.items()):
-            throttled.add_metric([api], n)
-            waited.add_metric([api], t.throttle_seconds.get(api, 0.0))
-        yield throttled
-        yield waited
+            "api", t.throttled,
+        )  # fmt: skip
+        yield _counted("kgroups_request_throttle_seconds",
+                       "Time throttled requests were made to wait.", "api",
+                       t.throttle_seconds)  # fmt: skip
