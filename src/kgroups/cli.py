@@ -30,6 +30,7 @@ from kgroups.coordinator.listeners import ListenerSettings, SecuritySettings
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
 from kgroups.coordinator.tls import TlsSettings
+from kgroups.coordinator.tokens import OAuthBearerSettings
 from kgroups.files import say_why_stopped
 from kgroups.groupcli import group_app
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
@@ -104,9 +105,38 @@ def coordinator(
     sasl_mechanisms: Annotated[
         str,
         typer.Option(
-            help="SASL mechanisms offered, comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."
+            help="SASL mechanisms offered, comma-separated: PLAIN, SCRAM-SHA-256, "
+            "SCRAM-SHA-512, OAUTHBEARER."
         ),
     ] = "",
+    oauthbearer_audience: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="OAUTHBEARER: an audience tokens must be for (repeat for several; default "
+            "kgroups). Tokens are ServiceAccount tokens, verified with the API server's keys."
+        ),
+    ] = None,
+    oauthbearer_jwks: Annotated[
+        Path | None,
+        typer.Option(help="OAUTHBEARER: verify with this JWKS file instead (another issuer)."),
+    ] = None,
+    oauthbearer_issuer: Annotated[
+        str | None,
+        typer.Option(
+            help="OAUTHBEARER: the issuer (iss) tokens must have (default: the "
+            "API server's; with --oauthbearer-jwks, any)."
+        ),
+    ] = None,
+    oauthbearer_review: Annotated[
+        bool,
+        typer.Option(
+            help="OAUTHBEARER: also ask the API server (TokenReview) about each new "
+            "token, so a deleted ServiceAccount or pod is refused before expiry."
+        ),
+    ] = False,
+    oauthbearer_review_cache: Annotated[
+        float, typer.Option(help="OAUTHBEARER: seconds a TokenReview answer is reused.")
+    ] = 30.0,
     credentials: Annotated[
         Path | None,
         typer.Option(help="Users for PLAIN and SCRAM (YAML; see `kgroups credentials`)."),
@@ -141,7 +171,9 @@ def coordinator(
     ] = 10.0,
     kubeconfig: Annotated[
         Path | None,
-        typer.Option(help="For RBAC: the API server (default $KUBECONFIG or the pod's own)."),
+        typer.Option(
+            help="For RBAC and OAUTHBEARER: the API server (default $KUBECONFIG or the pod's own)."
+        ),
     ] = None,
     metrics: Annotated[
         str | None,
@@ -219,11 +251,20 @@ def coordinator(
         if tls_cert is None or tls_key is None:
             raise typer.BadParameter("--tls-cert and --tls-key go together")
         tls = TlsSettings(tls_cert, tls_key, tls_client_ca, tls_client_auth)  # type: ignore[arg-type]
+    mechanisms = tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip())
+    oauthbearer = None
+    if "OAUTHBEARER" in mechanisms:
+        oauthbearer = OAuthBearerSettings(
+            audiences=tuple(oauthbearer_audience or ("kgroups",)), jwks_file=oauthbearer_jwks,
+            issuer=oauthbearer_issuer, review=oauthbearer_review,
+            review_cache_s=oauthbearer_review_cache, kubeconfig=kubeconfig,
+        )  # fmt: skip
     security = SecuritySettings(
         tls=tls,
-        sasl_mechanisms=tuple(m.strip().upper() for m in sasl_mechanisms.split(",") if m.strip()),
+        sasl_mechanisms=mechanisms,
         credentials_file=credentials,
         max_reauth_ms=max_reauth_ms,
+        oauthbearer=oauthbearer,
     )
     try:
         security.check(bound)

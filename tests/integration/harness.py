@@ -162,7 +162,16 @@ def java_security_args(env: dict[str, str]) -> list[str]:
         props["ssl.truststore.type"] = "PEM"
         props["ssl.truststore.location"] = env["KGROUPS_SSL_CA_FILE"]
     mechanism = env.get("KGROUPS_SASL_MECHANISM")
-    if mechanism:
+    if mechanism == "OAUTHBEARER":  # Kafka's file-based token retriever, re-read at refresh
+        props["sasl.mechanism"] = mechanism
+        props["sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"
+        )
+        props["sasl.login.callback.handler.class"] = (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+        )
+        props["sasl.oauthbearer.token.endpoint.url"] = java_token_url(env)
+    elif mechanism:
         password = env.get("KGROUPS_SASL_PASSWORD")
         if password is None:
             password = Path(env["KGROUPS_SASL_PASSWORD_FILE"]).read_text().rstrip("\n")
@@ -173,6 +182,18 @@ def java_security_args(env: dict[str, str]) -> list[str]:
         props["sasl.jaas.config"] = (f'{module} required username="{env["KGROUPS_SASL_USERNAME"]}" '
                                      f'password="{password}";')  # fmt: skip
     return [a for k, v in props.items() for a in (f"--prop.{k}", v)]
+
+
+def java_token_url(env: dict[str, str]) -> str:
+    return Path(env["KGROUPS_SASL_TOKEN_FILE"]).resolve().as_uri()
+
+
+def java_environment(env: dict[str, str]) -> dict[str, str]:
+    """A Kafka 4 client reads a token URL only if a system property allows it."""
+    if env.get("KGROUPS_SASL_MECHANISM") != "OAUTHBEARER":
+        return env
+    allowed = f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={java_token_url(env)}"
+    return {**env, "JAVA_TOOL_OPTIONS": allowed}
 
 
 def member_command(client: str, args: list[str]) -> list[str]:
@@ -234,6 +255,7 @@ class Member:
             args += ["--instance-id", instance_id]
         if client == "java" and env:
             args += java_security_args(env)
+            env = java_environment(env)
         cmd = member_command(client, args)
         self.proc = subprocess.Popen(
             cmd,

@@ -44,6 +44,9 @@ def security(client: str) -> dict[str, Any]:
     s = ClientSecurity.from_env()
     if s.protocol == "PLAINTEXT":
         return {}
+    if s.mechanism == "OAUTHBEARER":
+        assert s.token_file is not None
+        return bearer(client, s.protocol, s.token_file, str(s.ca_file) if s.ca_file else None)
     password = s.password if s.password is not None else None
     if password is None and s.password_file is not None:
         password = s.password_file.read_text().rstrip("\n")
@@ -65,6 +68,47 @@ def security(client: str) -> dict[str, Any]:
     return {"security_protocol": s.protocol, "ssl_cafile": ca, "ssl_certfile": cert,
             "ssl_keyfile": key, "sasl_mechanism": s.mechanism,
             "sasl_plain_username": s.username, "sasl_plain_password": password}  # fmt: skip
+
+
+def bearer(client: str, protocol: str, token_file: Any, ca: str | None) -> dict[str, Any]:
+    """OAUTHBEARER with a token file (a projected ServiceAccount token), read afresh at
+    every (re-)authentication, in each library's own way."""
+
+    def token() -> str:
+        return str(token_file.read_text().strip())
+
+    if client == "confluent":
+
+        def oauth_cb(_config: str) -> tuple[str, float]:
+            import base64
+
+            value = token()
+            payload = value.split(".")[1]
+            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+            return value, float(claims["exp"])
+
+        conf = {"security.protocol": protocol, "sasl.mechanisms": "OAUTHBEARER",
+                "oauth_cb": oauth_cb, "ssl.ca.location": ca}  # fmt: skip
+        return {k: v for k, v in conf.items() if v is not None}
+    if client == "aiokafka":
+        from aiokafka.abc import AbstractTokenProvider as AsyncProvider
+        from aiokafka.helpers import create_ssl_context
+
+        class AsyncTokens(AsyncProvider):
+            async def token(self) -> str:
+                return token()
+
+        ctx = create_ssl_context(cafile=ca) if ca else None
+        return {"security_protocol": protocol, "ssl_context": ctx, "sasl_mechanism": "OAUTHBEARER",
+                "sasl_oauth_token_provider": AsyncTokens()}  # fmt: skip
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Tokens(AbstractTokenProvider):
+        def token(self) -> str:
+            return token()
+
+    return {"security_protocol": protocol, "ssl_cafile": ca, "sasl_mechanism": "OAUTHBEARER",
+            "sasl_oauth_token_provider": Tokens()}  # fmt: skip
 
 
 def emit(**event: Any) -> None:

@@ -1,6 +1,7 @@
-"""Just enough of a Kubernetes API client for the coordinator: POST a review, read the answer.
+"""Just enough of a Kubernetes API client for the coordinator: POST a review, GET keys.
 
-The coordinator asks the API server SubjectAccessReviews (and TokenReviews). It runs in a
+The coordinator asks the API server SubjectAccessReviews and TokenReviews, and reads the
+service-account issuer's keys (to verify OAUTHBEARER tokens). It runs in a
 pod (the ServiceAccount's token and CA are mounted, KUBERNETES_SERVICE_HOST is set) or
 beside a cluster with a kubeconfig (the current context's server, CA, and a client
 certificate or a bearer token). The in-cluster token file is read at every request: the
@@ -98,12 +99,20 @@ class KubeApi:
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` to `path` (e.g. a review) and return the object the server made."""
+        return await self._call("POST", path, body)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        """GET `path` as JSON (e.g. the service-account issuer's keys)."""
+        return await self._call("GET", path, None)
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
         try:
-            async with self._session.post(
-                self.server + path, json=body, ssl=self.ssl_context, headers=self._headers()
-            ) as response:
+            async with self._session.request(
+                method, self.server + path, json=body, ssl=self.ssl_context,
+                headers=self._headers(),
+            ) as response:  # fmt: skip
                 answer: dict[str, Any] = await response.json(content_type=None)
                 if response.status >= 300:
                     raise KubeApiError(f"{path}: {response.status} {answer.get('message', '')}")

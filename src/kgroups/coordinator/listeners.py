@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgroups.coordinator.tls import TlsSettings
+from kgroups.coordinator.tokens import OAuthBearerSettings
 
 
 class SecurityProtocol(enum.Enum):
@@ -58,6 +59,8 @@ class SecuritySettings:
     max_reauth_ms: int = 0
     """Kafka's connections.max.reauth.ms: a SASL session's longest life (0: unbounded
     but for a credential's own expiry)."""
+    oauthbearer: OAuthBearerSettings | None = None
+    """How OAUTHBEARER tokens are verified (needed when OAUTHBEARER is offered)."""
 
     def check(self, listeners: tuple[ListenerSettings, ...]) -> None:
         """Refuse settings that cannot serve the listeners, naming what is missing."""
@@ -71,6 +74,10 @@ class SecuritySettings:
         password_based = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
         if password_based & set(self.sasl_mechanisms) and self.credentials_file is None:
             raise ValueError("PLAIN and SCRAM need a credentials file")
+        if "OAUTHBEARER" in self.sasl_mechanisms:
+            if self.oauthbearer is None:
+                raise ValueError("OAUTHBEARER needs to know the audiences tokens must be for")
+            self.oauthbearer.check()
         if self.max_reauth_ms < 0:
             raise ValueError("max reauthentication time must be 0 or more")
         if self.tls is not None:

@@ -1,5 +1,5 @@
 """The coordinator's security at run time: TLS contexts and SASL mechanisms per listener,
-kept current with the files they come from.
+kept current with the files (and, for OAUTHBEARER, the issuer's keys) they come from.
 
 Certificates and the credentials Secret are polled every `reload_interval_s`; a change
 applies to the next handshake or authentication, and connections already authenticated
@@ -9,10 +9,12 @@ keep their session until it expires (KIP-368 bounds how long that is).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from kgroups.coordinator.listeners import ListenerSettings, SecuritySettings
 from kgroups.coordinator.tls import ReloadingTls
+from kgroups.coordinator.tokens import BearerTokens
 from kgroups.files import Reloading
 from kgroups.security.credentials import Credentials, load_credentials
 from kgroups.security.mechanisms import server_mechanisms
@@ -45,12 +47,17 @@ class Security:
         if path is not None:
             self.credentials = Reloading(f"credentials {path}", [path],
                                          lambda: load_credentials(path.read_text()))  # fmt: skip
+        self.bearer: BearerTokens | None = None
+        if "OAUTHBEARER" in settings.sasl_mechanisms:
+            assert settings.oauthbearer is not None  # check() says so
+            self.bearer = BearerTokens(settings.oauthbearer)
         self.sasl: SaslConfig | None = None
         if settings.sasl_mechanisms:
-            self.sasl = SaslConfig(
-                server_mechanisms(settings.sasl_mechanisms, self._current_credentials),
-                max_reauth_ms=settings.max_reauth_ms,
+            verifier = self.bearer.verify if self.bearer is not None else None
+            mechanisms = server_mechanisms(
+                settings.sasl_mechanisms, self._current_credentials, token_verifier=verifier
             )
+            self.sasl = SaslConfig(mechanisms, max_reauth_ms=settings.max_reauth_ms)
 
     def _current_credentials(self) -> Credentials:
         assert self.credentials is not None
@@ -61,12 +68,22 @@ class Security:
         tls = (self.sasl_tls if protocol.sasl else self.tls) if protocol.tls else None
         return ListenerSecurity(self.sasl if protocol.sasl else None, tls)
 
+    def prepare(self, mechanism: str | None, auth_bytes: bytes) -> Awaitable[None] | None:
+        """What a SaslAuthenticate must wait for before its mechanism can answer (a key
+        fetch, a TokenReview); None: nothing."""
+        if self.bearer is None:
+            return None
+        return self.bearer.prepare(mechanism, auth_bytes)
+
     @property
     def watches_files(self) -> bool:
-        return self.tls is not None or self.credentials is not None
+        bearer_file = self.bearer is not None and self.bearer.from_file
+        return self.tls is not None or self.credentials is not None or bearer_file
 
     def reload(self) -> None:
         for tls in {id(t): t for t in (self.tls, self.sasl_tls) if t is not None}.values():
             tls.reload()
         if self.credentials is not None:
             self.credentials.reload()
+        if self.bearer is not None:
+            self.bearer.reload()

@@ -31,7 +31,7 @@ import logging
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +78,7 @@ from kgroups.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     SIZE,
     MalformedFrame,
+    Request,
     UnsupportedRequest,
     encode_response,
     parse_request,
@@ -431,6 +432,8 @@ class CoordinatorServer:
             Listener(ls, self.security.for_listener(ls)) for ls in settings.all_listeners()
         ]
         self._reloader: asyncio.Task[None] | None = None
+        self._keys: asyncio.Task[None] | None = None
+        """Keeps the OAUTHBEARER issuer's keys current."""
         self.authorizer = make_authorizer(settings.authorization)
         self._authorizing: set[asyncio.Task[None]] = set()
         self._refusals_logged: dict[tuple[str, frozenset[Action]], float] = {}
@@ -507,6 +510,9 @@ class CoordinatorServer:
             if self.security.watches_files or isinstance(self.authorizer, AclFileAuthorizer):
                 self._reloader = loop.create_task(self._reload_forever())
             self._sweeper = loop.create_task(self._close_idle_forever())
+            bearer = self.security.bearer
+            if bearer is not None and not bearer.from_file:
+                self._keys = loop.create_task(bearer.run())
         node = self.listeners[0].node()
         coordinator = GroupCoordinator(
             self.settings.coordinator, node=node, cluster_id=cluster_id,
@@ -619,6 +625,8 @@ class CoordinatorServer:
         await self._endpoints.close()
         if self.authorizer is not None:
             await self.authorizer.close()
+        if self.security.bearer is not None:
+            await self.security.bearer.close()
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
@@ -641,7 +649,7 @@ class CoordinatorServer:
 
     def _cancel_background(self) -> None:
         """The file reloader, the idle-connection sweeper, authorizations in flight."""
-        for task in (self._reloader, self._sweeper, *self._authorizing):
+        for task in (self._reloader, self._sweeper, self._keys, *self._authorizing):
             if task is not None:
                 task.cancel()
 
@@ -809,12 +817,33 @@ class CoordinatorServer:
         log.info("%s (%s) refused %s", peer, principal, ", ".join(sorted(map(str, denied))))
 
     def _authenticate(self, conn: Connection, frame: bytes) -> None:
-        """SaslHandshake and SaslAuthenticate: the connection's business, not the core's."""
+        """SaslHandshake and SaslAuthenticate: the connection's business, not the core's.
+        A SaslAuthenticate whose mechanism needs I/O first (an OAUTHBEARER token signed by
+        a key not fetched yet, a TokenReview) waits for it; the connection's later
+        requests wait behind it, as behind any request."""
         try:
             request = parse_request(frame)
         except (MalformedFrame, UnsupportedRequest) as exc:
             conn.abort(f"bad SASL request: {exc}")
             return
+        if request.api_key == ApiKey.SASL_AUTHENTICATE:
+            waiting = self.security.prepare(conn.session.authenticating_with,
+                                            bytes(request.body.auth_bytes))  # fmt: skip
+            if waiting is not None:
+                assert self._loop is not None
+                task = self._loop.create_task(self._authenticate_after(waiting, conn, request))
+                self._authorizing.add(task)
+                task.add_done_callback(self._authorizing.discard)
+                return
+        self._answer_sasl(conn, request)
+
+    async def _authenticate_after(self, waiting: Awaitable[None], conn: Connection,
+                                  request: Request) -> None:  # fmt: skip
+        await waiting
+        if not (conn.closed or self.failure is not None or self.stopped):
+            self._answer_sasl(conn, request)
+
+    def _answer_sasl(self, conn: Connection, request: Request) -> None:
         session, body = conn.session, request.body
         if request.api_key == ApiKey.SASL_HANDSHAKE:
             hs = session.handshake(body.mechanism, request.api_version)

@@ -4,10 +4,10 @@ A factory reads the credentials when it makes an exchange, not when the listener
 a reloaded Secret applies to the next authentication, and an exchange already running
 keeps the credentials it began with (a SCRAM proof is checked against the salt it sent).
 
-Adding a mechanism (OAUTHBEARER lives in oauthbearer.py): give `Sources` what it needs
-(e.g. a token verifier, as a keyword of `server_mechanisms`) and add its name -> builder
-to `_BUILDERS`; the builder takes the mechanism's name and the sources and returns the
-factory. Nothing else here changes.
+OAUTHBEARER draws on a token verifier instead (the coordinator's, which keeps the
+issuer's keys current). Adding a mechanism: give `Sources` what it needs (as a keyword of
+`server_mechanisms`) and add its name -> builder to `_BUILDERS`; the builder takes the
+mechanism's name and the sources and returns the factory. Nothing else here changes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kgroups.security.credentials import Credentials
+from kgroups.security.oauthbearer import OAuthBearerServer, TokenVerifier
 from kgroups.security.plain import PlainServer
 from kgroups.security.sasl import MechanismFactory
 from kgroups.security.scram import NonceFactory, ScramServer, random_nonce
@@ -31,6 +32,7 @@ class Sources:
     nonce: NonceFactory = random_nonce
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
     """Keys SCRAM's fake salts for unknown users: one per server, so they stay stable."""
+    token_verifier: TokenVerifier | None = None
 
 
 def _plain(name: str, sources: Sources) -> MechanismFactory:
@@ -43,10 +45,18 @@ def _scram(name: str, sources: Sources) -> MechanismFactory:
     )
 
 
+def _oauthbearer(name: str, sources: Sources) -> MechanismFactory:
+    verifier = sources.token_verifier
+    if verifier is None:
+        raise ValueError("OAUTHBEARER needs a token verifier")
+    return lambda: OAuthBearerServer(verifier)
+
+
 _BUILDERS: Mapping[str, Callable[[str, Sources], MechanismFactory]] = {
     "PLAIN": _plain,
     "SCRAM-SHA-256": _scram,
     "SCRAM-SHA-512": _scram,
+    "OAUTHBEARER": _oauthbearer,
 }
 SUPPORTED: tuple[str, ...] = tuple(_BUILDERS)
 
@@ -57,6 +67,7 @@ def server_mechanisms(
     *,
     nonce: NonceFactory = random_nonce,
     secret: bytes | None = None,
+    token_verifier: TokenVerifier | None = None,
 ) -> dict[str, MechanismFactory]:
     """Mechanism name -> a factory of fresh exchanges, for `SaslConfig`. Names are
     Kafka's, exact (clients send them as such); an unknown one raises ValueError.
@@ -67,7 +78,7 @@ def server_mechanisms(
             f"unknown SASL mechanism {', '.join(map(repr, unknown))}: "
             f"supported are {', '.join(SUPPORTED)}"
         )
-    sources = Sources(credentials_source, nonce)
+    sources = Sources(credentials_source, nonce, token_verifier=token_verifier)
     if secret is not None:
-        sources = Sources(credentials_source, nonce, secret)
+        sources = Sources(credentials_source, nonce, secret, token_verifier)
     return {name: _BUILDERS[name](name, sources) for name in names}

@@ -123,6 +123,13 @@ class Session:
         self.state = target
 
     @property
+    def authenticating_with(self) -> str | None:
+        """The mechanism of the exchange in progress (None between exchanges)."""
+        if self.state is not AuthState.AUTHENTICATE or self._mechanism is None:
+            return None
+        return self._mechanism_name
+
+    @property
     def reauthenticating(self) -> bool:
         return self.principal is not None and self.state is AuthState.AUTHENTICATE
 
