@@ -125,9 +125,10 @@ class CoreContext:
         version: int = 9,
         client_id: str = "client",
         host: str = "/127.0.0.1",
+        principal: str = "User:ANONYMOUS",
     ) -> int:
         ref = next(self._refs)
-        ctx = mg.RequestContext(ref, version, client_id, host)
+        ctx = mg.RequestContext(ref, version, client_id, host, principal)
         self._absorb(self.coordinator.handle(ctx, request, now_ms=self.now_ms))
         return ref
 
@@ -168,6 +169,7 @@ class CoreContext:
         protocol_type: str = CONSUMER,
         version: int = 9,
         client_id: str = "client",
+        principal: str = "User:ANONYMOUS",
     ) -> int:
         req = mg.JoinGroupRequest(
             group_id=group_id,
@@ -178,7 +180,7 @@ class CoreContext:
             protocol_type=protocol_type,
             protocols=protocols(*protocol_names, topics=topics),
         )
-        return self.send(req, version=version, client_id=client_id)
+        return self.send(req, version=version, client_id=client_id, principal=principal)
 
     def join_new_member(self, group_id: str = "g", **kw: Any) -> tuple[str, int]:
         """JoinGroup twice (KIP-394): returns (member id, ref of the parked second join)."""

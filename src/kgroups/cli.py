@@ -192,6 +192,13 @@ def coordinator(
         int, typer.Option(help=GroupConfig.MAX_SESSION_TIMEOUT_MS)
     ] = COORDINATOR.max_session_timeout_ms,
     max_group_size: Annotated[int, typer.Option(help=GroupConfig.MAX_SIZE)] = COORDINATOR.max_size,
+    max_groups_per_principal: Annotated[
+        int,
+        typer.Option(
+            help="Groups one authenticated principal may create; more get POLICY_VIOLATION "
+            "(0: no limit; ANONYMOUS is not counted)."
+        ),
+    ] = CoordinatorConfig().max_groups_per_principal,
     offsets_retention_minutes: Annotated[
         int, typer.Option(help=GroupConfig.OFFSETS_RETENTION_MINUTES)
     ] = COORDINATOR.offsets_retention_minutes,
@@ -286,6 +293,7 @@ def coordinator(
         group_min_session_timeout_ms=min_session_timeout_ms,
         group_max_session_timeout_ms=max_session_timeout_ms,
         group_max_size=max_group_size,
+        max_groups_per_principal=max_groups_per_principal,
         offsets_retention_minutes=offsets_retention_minutes,
         auto_create_topics_enable=auto_create_topics,
     )

@@ -6,6 +6,7 @@ the host's), and network links.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 SYSCTLS = (
@@ -24,7 +25,11 @@ def run(*cmd: str, env: dict[str, str] | None = None) -> str:
 
 
 def rules(tool: str) -> set[str]:
-    """Every rule and user chain (an empty table of ACCEPT built-in chains is no rule)."""
+    """Every rule and user chain (an empty table of ACCEPT built-in chains is no rule).
+    On a fresh machine the tool is not installed yet (e2e/cluster/runtime.sh installs
+    it): then nothing has set a rule through it, and its rules are none."""
+    if shutil.which(f"{tool}-save") is None:
+        return set()
     out = run(f"{tool}-save")
     kept = set()
     table = ""

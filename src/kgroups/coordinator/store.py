@@ -80,6 +80,7 @@ def encode_group(value: GroupValue) -> str:
             "protocol_type": value.protocol_type,
             "protocol": value.protocol_name,
             "leader": value.leader_id,
+            **({"owner": value.owner} if value.owner is not None else {}),
             "members": [
                 {
                     "id": m.member_id,
@@ -120,6 +121,7 @@ def decode_group(text: str) -> GroupValue:
             )
             for m in raw["members"]
         ),
+        owner=raw.get("owner"),
     )
 
 

@@ -189,8 +189,10 @@ def login(factory_result: object, user: str, password: str, mechanism: str) -> P
 
 def test_the_registry_makes_the_named_mechanisms() -> None:
     credentials = load_credentials(users_file({"alice": {"password": "alice-pw"}}))
-    factories = server_mechanisms(SUPPORTED, lambda: credentials)
-    assert list(factories) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert list(SUPPORTED) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+    passwords = SUPPORTED[:3]
+    factories = server_mechanisms(passwords, lambda: credentials)
+    assert list(factories) == list(passwords)
     for name, factory in factories.items():
         exchange = factory()
         assert exchange.name == name
@@ -200,8 +202,10 @@ def test_the_registry_makes_the_named_mechanisms() -> None:
 
 def test_an_unknown_mechanism_is_refused_listing_the_supported() -> None:
     with pytest.raises(ValueError, match="unknown SASL mechanism 'GSSAPI', 'plain': supported "
-                       "are PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):  # fmt: skip
+                       "are PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"):  # fmt: skip
         server_mechanisms(["PLAIN", "GSSAPI", "plain"], dict)
+    with pytest.raises(ValueError, match="OAUTHBEARER needs a token verifier"):
+        server_mechanisms(["OAUTHBEARER"], dict)
 
 
 def test_reloaded_credentials_apply_to_the_next_exchange_only() -> None:

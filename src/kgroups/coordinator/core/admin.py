@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core.authz import allowed, authorized_operations, group_allowed
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.group_configs import set_overrides
@@ -134,7 +135,7 @@ def _delete(core: Core, group_id: str) -> ErrorCode:
         return ErrorCode.non_empty_group
     delete_all_offsets(core, group_id)
     group.transition_to(GroupState.DEAD, core.now_ms)
-    del core.groups[group_id]
+    ownership.drop(core, group_id)
     core.out.persist(GroupRecord(group_id, None))
     set_overrides(core, group_id, {})  # a group created again starts from the defaults
     return ErrorCode.none

@@ -36,6 +36,9 @@ class CoordinatorConfig:
     auto_create_topics_enable: bool = False
     """Create unknown topics on Metadata requests that allow it. Off by default, unlike
     Kafka: topics are meant to be declared (Topic resources, `kgroups topic create`)."""
+    max_groups_per_principal: int = 1000
+    """Groups one authenticated principal may create; more get POLICY_VIOLATION (kgroups'
+    own limit, see `ownership.py`; Kafka has none). 0: no limit."""
     fetch_max_wait_ms: int = 30_000
     """Upper bound on how long a Fetch long-poll is held, whatever the client asks."""
 
@@ -55,5 +58,7 @@ class CoordinatorConfig:
             raise ValueError("offsets_retention_minutes must be >= 1")
         if self.offsets_retention_check_interval_ms < 1:
             raise ValueError("offsets_retention_check_interval_ms must be >= 1")
+        if self.max_groups_per_principal < 0:
+            raise ValueError("max_groups_per_principal must be >= 0")
         if self.num_partitions < 1:
             raise ValueError("num_partitions must be >= 1")

@@ -8,6 +8,7 @@ the call in progress and the `Outbox` that call fills. Nothing here does I/O.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,6 +46,9 @@ class Core:
     """`prefix -> unique id`; Kafka uses `clientId-UUID` (or `instanceId-UUID`)."""
     new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4
     groups: dict[str, Group] = field(default_factory=dict)
+    """Added and removed only through `ownership.put` and `ownership.drop`."""
+    owned: Counter[str] = field(default_factory=Counter)
+    """principal -> groups it created that still exist (`ownership.py`)."""
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)
     """group id -> (topic, partition) -> committed offset."""
     topics: dict[str, TopicInfo] = field(default_factory=dict)

@@ -7,6 +7,7 @@ member until the join phase completes in `rebalance.complete_join`.
 
 from __future__ import annotations
 
+from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core, heartbeat_key
@@ -51,8 +52,11 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
     if group is None:
         if not unknown:
             return fail(ErrorCode.unknown_member_id)
-        group = Group(req.group_id, state_timestamp_ms=core.now_ms)
-        core.groups[req.group_id] = group
+        if not ownership.may_create(core, ctx.principal):
+            return fail(ErrorCode.policy_violation)  # groups per principal (ownership.py)
+        owner = ownership.owner_of(ctx.principal)
+        group = Group(req.group_id, state_timestamp_ms=core.now_ms, owner=owner)
+        ownership.put(core, group)
         created = True
 
     records_before = len(core.out.records)

@@ -133,6 +133,8 @@ class Group:
     subscribed_topics: frozenset[str] | None = None
     rebalance_started_ms: int | None = None
     """When the current rebalance began (for metrics and status), None when not rebalancing."""
+    owner: str | None = None
+    """The principal that created the group, if counted (groups per principal)."""
 
     # -- state ---------------------------------------------------------------------------
 

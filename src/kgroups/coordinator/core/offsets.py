@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 
-from kgroups.coordinator.core import log_ends
+from kgroups.coordinator.core import log_ends, ownership
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed, topic_name
 from kgroups.coordinator.core.context import Core, TopicInfo
@@ -147,8 +147,13 @@ def _validate_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) 
     if group is None:
         if req.generation_id < 0:
             # A simple group: offsets stored for a consumer outside group management.
-            group = Group(req.group_id, state_timestamp_ms=core.now_ms)
-            core.groups[req.group_id] = group
+            if not ownership.may_create(core, ctx.principal):
+                raise GroupError(ErrorCode.policy_violation)  # groups per principal
+            owner = ownership.owner_of(ctx.principal)
+            group = Group(req.group_id, state_timestamp_ms=core.now_ms, owner=owner)
+            ownership.put(core, group)
+            if owner is not None:  # who created it must survive a restart
+                rb.persist(core, group)
             return group
         if ctx.api_version >= GROUP_ID_NOT_FOUND_FROM:
             raise GroupError(ErrorCode.group_id_not_found)
@@ -271,7 +276,7 @@ def expire_offsets(core: Core) -> None:
         if _cleanup_expired(core, group) and group.state is GroupState.EMPTY:
             core.offsets.pop(group_id, None)
             group.transition_to(GroupState.DEAD, core.now_ms)
-            del core.groups[group_id]
+            ownership.drop(core, group_id)
             core.out.persist(GroupRecord(group_id, None))
 
 

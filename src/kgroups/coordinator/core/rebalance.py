@@ -48,6 +48,7 @@ def snapshot(group: Group) -> GroupRecord:
         protocol_name=group.protocol_name,
         leader_id=group.leader_id,
         members=members,
+        owner=group.owner,
     )
     return GroupRecord(group.group_id, value)
 

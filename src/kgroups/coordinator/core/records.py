@@ -43,6 +43,8 @@ class GroupValue:
     protocol_name: str | None
     leader_id: str | None
     members: tuple[MemberValue, ...]
+    owner: str | None = None
+    """The principal that created the group (counted against its groups per principal)."""
 
 
 @dataclass(frozen=True, slots=True)

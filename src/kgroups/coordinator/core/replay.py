@@ -9,7 +9,7 @@ offset-expiry sweep.
 
 from __future__ import annotations
 
-from kgroups.coordinator.core import log_ends
+from kgroups.coordinator.core import log_ends, ownership
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.effects import RebalanceReason
@@ -53,7 +53,7 @@ def _replay_topic(core: Core, record: TopicRecord) -> None:
 
 def _replay_group(core: Core, record: GroupRecord) -> None:
     if record.value is None:
-        core.groups.pop(record.group_id, None)
+        ownership.drop(core, record.group_id)
         core.offsets.pop(record.group_id, None)
         return
     v = record.value
@@ -69,6 +69,7 @@ def _replay_group(core: Core, record: GroupRecord) -> None:
         protocol_type=v.protocol_type,
         protocol_name=v.protocol_name,
         leader_id=v.leader_id,
+        owner=v.owner,
     )
     for m in v.members:
         group.add(Member.from_value(m, v.protocol_type or ""), None)
@@ -76,7 +77,7 @@ def _replay_group(core: Core, record: GroupRecord) -> None:
     if state is GroupState.COMPLETING_REBALANCE:
         group.pending_sync = dict.fromkeys(group.members)
     group.subscribed_topics = group.compute_subscribed_topics()
-    core.groups[record.group_id] = group
+    ownership.put(core, group)
 
 
 def _replay_offset(core: Core, record: OffsetRecord) -> None:
@@ -90,7 +91,7 @@ def _replay_offset(core: Core, record: OffsetRecord) -> None:
         return
     if record.group_id not in core.groups:
         # Offsets without group metadata belong to a simple group, as in Kafka.
-        core.groups[record.group_id] = Group(record.group_id)
+        ownership.put(core, Group(record.group_id))
     core.offsets.setdefault(record.group_id, {})[key] = record.value
     value = record.value
     log_ends.observe(core.log_ends, *key, value.offset, value.commit_timestamp_ms)
