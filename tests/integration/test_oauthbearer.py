@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, PolicyViolationError
 from kafka.net.sasl.oauth import AbstractTokenProvider
 from kafka.structs import OffsetAndMetadata
 
@@ -214,3 +214,38 @@ def test_offering_oauthbearer_needs_an_audience_and_a_readable_key_set(tmp_path:
                              cwd=ROOT, check=False)  # fmt: skip
         assert run.returncode != 0
         assert why in run.stdout + run.stderr
+
+
+def test_a_principal_creates_at_most_its_share_of_groups(tmp_path: Path) -> None:
+    """--max-groups-per-principal: billing's third new group is refused with
+    POLICY_VIOLATION, which kafka-python raises from poll; another principal, and
+    billing joining an existing group, are not affected."""
+    coord = jwks_coordinator(tmp_path, "--max-groups-per-principal", "2")
+    coord.start()
+    try:
+        topic = create_topic(coord)
+
+        def poll_in(group: str, subject: str) -> None:
+            c = KafkaConsumer(group_id=group, enable_auto_commit=False,
+                              **config(coord, Tokens(lambda: ISSUER.token(subject))))  # fmt: skip
+            try:
+                c.subscribe([topic])
+                wait_until(lambda: c.poll(timeout_ms=200) is not None and c.assignment(), 30,
+                           f"an assignment in {group}", poll=0)  # fmt: skip
+            finally:
+                c.close()
+
+        poll_in("first", SUB)
+        poll_in("second", SUB)
+        c = KafkaConsumer(group_id="third", enable_auto_commit=False,
+                          **config(coord, Tokens(lambda: ISSUER.token(SUB))))  # fmt: skip
+        try:
+            c.subscribe([topic])
+            with pytest.raises(PolicyViolationError):
+                wait_until(lambda: c.poll(timeout_ms=200) and False, 30, "POLICY_VIOLATION", poll=0)
+        finally:
+            c.close()
+        poll_in("third", "system:serviceaccount:shop:ops")
+        poll_in("first", SUB)
+    finally:
+        coord.kill()
