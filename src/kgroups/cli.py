@@ -166,6 +166,14 @@ def coordinator(
             "Topics in this namespace (verbs join, commit, reset, get, delete, consume...)."
         ),
     ] = None,
+    rbac_by_resource: Annotated[
+        bool,
+        typer.Option(
+            help="RBAC: ask about the ConsumerGroup or Topic that declares a Kafka name, in "
+            "its own namespace (names no resource declares: --rbac-namespace). Needs list "
+            "and watch on consumergroups and topics."
+        ),
+    ] = True,
     rbac_cache_ttl: Annotated[
         float, typer.Option(help="Seconds an RBAC answer (yes or no) is reused.")
     ] = 10.0,
@@ -287,7 +295,8 @@ def coordinator(
         raise typer.BadParameter("--acl-file or --rbac-namespace, not both")
     authorization = None
     if acl_file is not None or rbac_namespace is not None:
-        authorization = AuthorizationSettings(acl_file, rbac_namespace, rbac_cache_ttl, kubeconfig)
+        authorization = AuthorizationSettings(acl_file, rbac_namespace, rbac_cache_ttl, kubeconfig,
+                                              rbac_by_resource)  # fmt: skip
     config = CoordinatorConfig(
         group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         group_min_session_timeout_ms=min_session_timeout_ms,

@@ -158,3 +158,76 @@ def test_rbac_grants_and_revokes_joining_and_committing(
     finally:
         c.close()
     assert "refused DESCRIBE GROUP:billing" in secured.log()  # FindCoordinator, first
+
+
+def test_a_declared_groups_own_namespace_decides_who_may_join_it(
+    controlplane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """Group `payments` is declared by the ConsumerGroup shop/payments-consumers and topic
+    `payments-in` by the Topic shop/incoming: RBAC questions about them are about those
+    resources, in the team's namespace. The team's RoleBinding lets its worker in; once it
+    is deleted the worker is refused, although a Role in the coordinator's fallback
+    namespace grants it `payments` by its Kafka name (names nobody declares)."""
+    shop = f"{namespace}-shop"
+    controlplane.kubectl("create", "namespace", shop)
+    worker = sa(shop, "worker")
+    users = {u: {"password": PASSWORD} for u in (worker, sa(namespace, "ops"))}
+    (tmp_path / "users.yaml").write_text(yaml.safe_dump({"users": users}))
+    coord = Coordinator(
+        tmp_path / "data", *FAST,
+        "--sasl-mechanisms", "SCRAM-SHA-512", "--credentials", str(tmp_path / "users.yaml"),
+        "--rbac-namespace", namespace, "--rbac-cache-ttl", str(RBAC_TTL),
+        "--kubeconfig", str(controlplane.kubeconfig),
+        listeners=("SASL_PLAINTEXT",),
+    )  # fmt: skip
+    try:
+        apply(controlplane, namespace, role("ops", [
+            {"apiGroups": ["kgroups.io"], "resources": ["topics"], "verbs": ["create", "get"]},
+        ]), binding("ops", "ops", namespace), role("by-kafka-name", [
+            {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"],
+             "resourceNames": ["payments"], "verbs": ["join", "commit", "get"]},
+            {"apiGroups": ["kgroups.io"], "resources": ["topics"],
+             "resourceNames": ["payments-in"], "verbs": ["get", "consume"]},
+        ]), binding("by-kafka-name", "by-kafka-name", shop, account="worker"))  # fmt: skip
+        coord.start()
+        create_topics(coord, namespace, "payments-in")  # before the Topic declares it
+        apply(controlplane, shop, {
+            "apiVersion": "kgroups.io/v1alpha1", "kind": "Topic", "metadata": {"name": "incoming"},
+            "spec": {"topicName": "payments-in", "partitions": 2},
+        }, {
+            "apiVersion": "kgroups.io/v1alpha1", "kind": "ConsumerGroup",
+            "metadata": {"name": "payments-consumers"},
+            "spec": {"groupId": "payments", "topics": ["payments-in"]},
+        }, role("payments-member", [
+            {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"],
+             "resourceNames": ["payments-consumers"], "verbs": ["join", "commit", "get"]},
+            {"apiGroups": ["kgroups.io"], "resources": ["topics"], "resourceNames": ["incoming"],
+             "verbs": ["get", "consume"]},
+        ]), binding("worker", "payments-member", shop))  # fmt: skip
+
+        def consumer() -> KafkaConsumer:
+            c = KafkaConsumer(group_id="payments", enable_auto_commit=False,
+                              session_timeout_ms=6000, heartbeat_interval_ms=500,
+                              **config(coord, worker))  # fmt: skip
+            c.subscribe(["payments-in"])
+            return c
+
+        c = consumer()
+        try:
+            tps = polled_assignment(c, timeout=30)
+            assert len(tps) == 2
+            c.commit({tp: OffsetAndMetadata(4, "", -1) for tp in tps})
+        finally:
+            c.close()
+
+        controlplane.kubectl("delete", "rolebinding", "worker", "-n", shop)
+        time.sleep(RBAC_TTL + 0.5)
+        c = consumer()
+        try:
+            refused_while_polling(c, GroupAuthorizationFailedError, 5)
+        finally:
+            c.close()
+        assert f"({'User:' + worker}) refused DESCRIBE GROUP:payments" in coord.log()
+    finally:
+        coord.kill()
+        controlplane.kubectl("delete", "namespace", shop, "--wait=false", check=False)

@@ -7,6 +7,9 @@ Kafka's authorization errors. Three authorizers:
 * none (the default): everything is allowed, as on a Kafka broker without an authorizer;
 * `AclFileAuthorizer`: Kafka ACLs from a file (kgroups.security.acl), reloaded on change;
 * `RbacAuthorizer`: Kubernetes RBAC, one SubjectAccessReview per (principal, question),
+  about the ConsumerGroup or Topic resource that declares the Kafka name, in its own
+  namespace (`declared.py`), or, for names no resource declares, the Kafka name in the
+  fallback namespace;
   cached for `ttl_s` (allowed and refused alike), so a heartbeat never waits on the API
   server: a grant or a revocation takes effect within the TTL. Questions already in the
   cache are answered synchronously, in the request's own turn of the event loop; only a
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kgroups.coordinator.declared import GROUPS, TOPICS, DeclaredNames
 from kgroups.coordinator.kubeapi import KubeApi, KubeApiError
 from kgroups.files import Reloading
 from kgroups.security.acl import Acls, load_acls
@@ -42,6 +46,10 @@ class Authorizer(Protocol):
 
     async def denied(self, principal: str, host: str, api_key: int, actions: frozenset[Action],
                      reset: bool) -> frozenset[Action]:  # fmt: skip
+        ...
+
+    def start(self) -> None:
+        """Begin any background work (in the running event loop)."""
         ...
 
     async def close(self) -> None: ...
@@ -63,28 +71,51 @@ class AclFileAuthorizer:
                      reset: bool) -> frozenset[Action]:  # fmt: skip
         return self.denied_now(principal, host, api_key, actions, reset)
 
+    def start(self) -> None:
+        return None
+
     async def close(self) -> None:
         return None
 
 
-Question = tuple[str, Attributes]
-"""(principal, what is asked): one cached SubjectAccessReview."""
+Question = tuple[str, str, Attributes]
+"""(principal, namespace, what is asked): one cached SubjectAccessReview."""
+DECLARED_WAIT_S = 10.0
+"""How long a question waits for the first list of ConsumerGroups and Topics."""
 
 
 class RbacAuthorizer:
     def __init__(self, api: KubeApi, namespace: str, ttl_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic,
+                 declared: DeclaredNames | None = None) -> None:  # fmt: skip
         self.api = api
         self.namespace = namespace
         self.ttl_s = ttl_s
         self._clock = clock
+        self.declared = declared
         self._cache: dict[Question, tuple[bool, float]] = {}
         self._asking: dict[Question, asyncio.Future[bool]] = {}
         self.reviews = 0
 
     def _questions(self, principal: str, api_key: int, action: Action,
                    reset: bool) -> tuple[Question, ...]:  # fmt: skip
-        return tuple((principal, a) for a in attributes(action, api_key, reset=reset))
+        return tuple(self._place(principal, a) for a in attributes(action, api_key, reset=reset))
+
+    def _place(self, principal: str, attrs: Attributes) -> Question:
+        """The question about the resource declaring attrs.name, in its namespace."""
+        declared, kind = (
+            self.declared,
+            {"consumergroups": GROUPS, "topics": TOPICS}.get(attrs.resource),
+        )
+        if declared is not None and kind is not None and attrs.name:
+            found = declared.locate(kind, attrs.name)
+            if found is not None:
+                return (
+                    principal,
+                    found.namespace,
+                    Attributes(attrs.resource, attrs.verb, found.name),
+                )
+        return principal, self.namespace, attrs
 
     def _cached(self, question: Question) -> bool | None:
         hit = self._cache.get(question)
@@ -94,6 +125,8 @@ class RbacAuthorizer:
 
     def denied_now(self, principal: str, host: str, api_key: int, actions: frozenset[Action],
                    reset: bool) -> frozenset[Action] | None:  # fmt: skip
+        if self.declared is not None and not self.declared.ready:
+            return None
         refused = set()
         for action in actions:
             answers = [self._cached(q) for q in self._questions(principal, api_key, action, reset)]
@@ -106,6 +139,10 @@ class RbacAuthorizer:
 
     async def denied(self, principal: str, host: str, api_key: int, actions: frozenset[Action],
                      reset: bool) -> frozenset[Action]:  # fmt: skip
+        declared = self.declared
+        if declared is not None and not await declared.wait_ready(DECLARED_WAIT_S):
+            log.error("the ConsumerGroups and Topics are not listed yet: refusing")
+            return actions
         refused = set()
         for action in actions:
             allowed = False
@@ -137,9 +174,9 @@ class RbacAuthorizer:
         future.set_result(allowed)
         return allowed
 
-    async def _review(self, principal: str, attrs: Attributes) -> bool:
+    async def _review(self, principal: str, namespace: str, attrs: Attributes) -> bool:
         user, groups = subject(principal)
-        resource = {"namespace": self.namespace, "verb": attrs.verb, "group": API_GROUP,
+        resource = {"namespace": namespace, "verb": attrs.verb, "group": API_GROUP,
                     "resource": attrs.resource}  # fmt: skip
         if attrs.name:
             resource["name"] = attrs.name
@@ -151,7 +188,13 @@ class RbacAuthorizer:
         )  # fmt: skip
         return bool((review.get("status") or {}).get("allowed"))
 
+    def start(self) -> None:
+        if self.declared is not None:
+            self.declared.start()
+
     async def close(self) -> None:
+        if self.declared is not None:
+            await self.declared.close()
         await self.api.close()
 
 
@@ -164,6 +207,9 @@ class AuthorizationSettings:
     namespace: str | None = None
     ttl_s: float = 10.0
     kubeconfig: Path | None = None
+    by_resource: bool = True
+    """Ask about the ConsumerGroup or Topic declaring a Kafka name, in its namespace
+    (`declared.py`); False: always the Kafka name in `namespace`."""
 
 
 def make_authorizer(settings: AuthorizationSettings | None) -> Authorizer | None:
@@ -173,5 +219,6 @@ def make_authorizer(settings: AuthorizationSettings | None) -> Authorizer | None
         return AclFileAuthorizer(settings.acl_file)
     if not settings.namespace:
         raise ValueError("RBAC authorization needs the namespace whose Roles say who may do what")
-    return RbacAuthorizer(KubeApi.discover(settings.kubeconfig), settings.namespace,
-                          settings.ttl_s)  # fmt: skip
+    api = KubeApi.discover(settings.kubeconfig)
+    declared = DeclaredNames(api) if settings.by_resource else None
+    return RbacAuthorizer(api, settings.namespace, settings.ttl_s, declared=declared)

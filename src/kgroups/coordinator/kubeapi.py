@@ -11,9 +11,11 @@ kubelet rotates projected tokens.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import ssl
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,16 @@ import yaml
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TIMEOUT_S = 10.0
+WATCH_S = 300
+"""How long one watch request lasts before it is resumed."""
 
 
 class KubeApiError(Exception):
     """The API server could not be asked, or refused the request."""
+
+
+class WatchExpired(KubeApiError):
+    """The watch's resourceVersion is too old (410 Gone): list again."""
 
 
 def _data_file(directory: Path, name: str, b64: str) -> Path:
@@ -104,6 +112,38 @@ class KubeApi:
     async def get(self, path: str) -> dict[str, Any]:
         """GET `path` as JSON (e.g. the service-account issuer's keys)."""
         return await self._call("GET", path, None)
+
+    async def watch(self, path: str, resource_version: str) -> AsyncIterator[dict[str, Any]]:
+        """The watch events of `path` from `resource_version`, until the server ends the
+        watch (resume from the last event's version) or it expires (WatchExpired)."""
+        session = self._session
+        if session is None:
+            session = self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)
+            )
+        params = {"watch": "true", "resourceVersion": resource_version,
+                  "allowWatchBookmarks": "true", "timeoutSeconds": str(WATCH_S)}  # fmt: skip
+        try:
+            async with session.get(
+                self.server + path, params=params, ssl=self.ssl_context,
+                headers=self._headers(), timeout=aiohttp.ClientTimeout(sock_read=WATCH_S + 30),
+            ) as response:  # fmt: skip
+                if response.status == 410:
+                    raise WatchExpired(f"{path}: 410 Gone")
+                if response.status >= 300:
+                    raise KubeApiError(f"{path}: {response.status} {await response.text()}")
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event: dict[str, Any] = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        if status.get("code") == 410:
+                            raise WatchExpired(f"{path}: {status.get('message', 'expired')}")
+                        raise KubeApiError(f"{path}: {status.get('message', status)}")
+                    yield event
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise KubeApiError(f"{path}: {exc or type(exc).__name__}") from exc
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         if self._session is None:

@@ -510,6 +510,8 @@ class CoordinatorServer:
             if self.security.watches_files or isinstance(self.authorizer, AclFileAuthorizer):
                 self._reloader = loop.create_task(self._reload_forever())
             self._sweeper = loop.create_task(self._close_idle_forever())
+            if self.authorizer is not None:
+                self.authorizer.start()
             bearer = self.security.bearer
             if bearer is not None and not bearer.from_file:
                 self._keys = loop.create_task(bearer.run())

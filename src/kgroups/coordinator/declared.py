@@ -1,0 +1,134 @@
+"""Which ConsumerGroup and Topic resource declares each Kafka name, kept current by a watch.
+
+RBAC is namespaced, Kafka names are not: group `billing` may be declared by the
+ConsumerGroup `shop/billing` (or by `shop/payments-consumers` with `spec.groupId:
+billing`). A question about group `billing` is then a question about that resource, in
+its namespace, so a team's Roles in its own namespace decide who may join its groups.
+Names no resource declares are asked about in the coordinator's fallback namespace under
+their Kafka name, as before.
+
+If two resources claim one Kafka name, the oldest (then the first by namespace/name) owns
+it, matching the operator, which reports the newcomer as conflicting.
+
+The index lists both kinds across the cluster, then watches from the list's
+resourceVersion; a watch that ends is resumed, one that has expired (410 Gone) relists.
+Until the first lists complete the index is not `ready`, and the authorizer waits for it
+(then refuses: a question it cannot place is not answered yes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kgroups.coordinator.kubeapi import KubeApi, KubeApiError, WatchExpired
+
+log = logging.getLogger("kgroups.coordinator.declared")
+
+RETRY_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    resource: str
+    """The RBAC resource name (plural)."""
+    name_field: str
+    """The spec field holding the Kafka name (default: metadata.name)."""
+
+    @property
+    def path(self) -> str:
+        return f"/apis/kgroups.io/v1alpha1/{self.resource}"
+
+
+GROUPS = Kind("consumergroups", "groupId")
+TOPICS = Kind("topics", "topicName")
+KINDS = (GROUPS, TOPICS)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Declaration:
+    created: str
+    namespace: str
+    name: str
+
+
+def _declaration(kind: Kind, obj: Mapping[str, Any]) -> tuple[str, str, Declaration]:
+    """(uid, Kafka name, declaration) of a resource."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    kafka = spec.get(kind.name_field) or meta.get("name", "")
+    created = meta.get("creationTimestamp") or ""
+    decl = Declaration(created, meta.get("namespace", ""), meta.get("name", ""))
+    return str(meta.get("uid") or f"{decl.namespace}/{decl.name}"), str(kafka), decl
+
+
+class DeclaredNames:
+    """Kafka name -> the resource declaring it, per kind."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._by_uid: dict[Kind, dict[str, tuple[str, Declaration]]] = {k: {} for k in KINDS}
+        self._synced: set[Kind] = set()
+        self._ready = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    async def wait_ready(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def locate(self, kind: Kind, kafka_name: str) -> Declaration | None:
+        claims = [d for name, d in self._by_uid[kind].values() if name == kafka_name]
+        return min(claims) if claims else None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._follow(kind)) for kind in KINDS]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+    def apply(self, kind: Kind, event_type: str, obj: Mapping[str, Any]) -> None:
+        """One watch event (ADDED, MODIFIED, DELETED)."""
+        uid, kafka, decl = _declaration(kind, obj)
+        if event_type == "DELETED":
+            self._by_uid[kind].pop(uid, None)
+        else:
+            self._by_uid[kind][uid] = (kafka, decl)
+
+    def replace(self, kind: Kind, items: list[Mapping[str, Any]]) -> None:
+        """A fresh list: everything known of `kind`."""
+        self._by_uid[kind] = {}
+        for obj in items:
+            self.apply(kind, "ADDED", obj)
+        self._synced.add(kind)
+        if self._synced == set(KINDS):
+            self._ready.set()
+
+    async def _follow(self, kind: Kind) -> None:
+        while True:
+            try:
+                listed = await self.api.get(kind.path)
+                self.replace(kind, listed.get("items") or [])
+                version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
+                while True:  # resume the watch where it ended, until it expires
+                    async for event in self.api.watch(kind.path, version):
+                        obj = event.get("object") or {}
+                        version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                        if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            self.apply(kind, str(event["type"]), obj)
+            except WatchExpired:
+                continue  # relist
+            except KubeApiError as exc:
+                log.error("cannot list or watch %s (retrying): %s", kind.resource, exc)  # noqa: TRY400
+                await asyncio.sleep(RETRY_S)
