@@ -12,6 +12,8 @@ closes the member, which leaves the group.
 
 The bootstrap, group and topic may come from the environment instead (KGROUPS_BOOTSTRAP,
 KGROUPS_GROUP, KGROUPS_TOPIC); the client id defaults to the host name, the pod's name.
+A secured coordinator's settings come from KGROUPS_SECURITY_PROTOCOL, KGROUPS_SASL_* and
+KGROUPS_SSL_* (e.g. a projected ServiceAccount token: examples/k8s/secured/billing.yaml).
 A line says which generation the assignment belongs to (null while it holds none):
 
     {"client": "kgroups", "name": "<id>", "generation": 3, "assigned": [["orders", 0]]}
@@ -29,6 +31,7 @@ import sys
 import common
 from common import Report
 from kgroups.client import CoordinatorUnavailable, GroupMember, MemberError, TopicPartition
+from kgroups.security.client import ClientSecurity
 
 CLIENT = "kgroups"
 
@@ -89,6 +92,7 @@ async def run(args: argparse.Namespace) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         metadata_max_age_ms=args.metadata_max_age_ms,
         listener=listener,
+        security=ClientSecurity.from_env(),
     )
     listener.member = member
     # start() returns once the member first holds an assignment; SIGTERM may come first.
