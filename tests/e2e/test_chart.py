@@ -1,7 +1,9 @@
 """The Helm chart: linted, rendered, accepted by a real API server (server-side dry run),
 and its RBAC proven sufficient by running the operator as its service account. Secured
 (ci/secured-values.yaml): listeners, TLS, SASL and RBAC authorization rendered into the
-coordinator's and operator's pods, contradictions refused before anything is installed."""
+coordinator's and operator's pods, contradictions refused before anything is installed.
+ServiceAccount tokens (ci/oauthbearer-values.yaml): OAUTHBEARER without any Secret, the
+operator authenticating with a projected token."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from tests.integration.harness import ROOT, Coordinator, Member, wait_until
 CHART = ROOT / "charts" / "kgroups"
 EXAMPLES = ROOT / "examples" / "k8s"
 SECURED = CHART / "ci" / "secured-values.yaml"
+OAUTHBEARER = CHART / "ci" / "oauthbearer-values.yaml"
 CERT_MANAGER = ("--api-versions", "cert-manager.io/v1")
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
@@ -124,6 +127,7 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
         ["--set", "coordinator.sasl.mechanisms={GSSAPI}"],
         ["--set", "coordinator.authorization.mode=opa"],
         ["--set", "operator.coordinatorSecurity.securityProtocol=SASL_TLS"],
+        ["--set", "operator.coordinatorSecurity.sasl.tokenExpirationSeconds=60"],
     ],
     ids=[
         "port",
@@ -137,6 +141,7 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
         "sasl-mechanism",
         "authorization-mode",
         "operator-protocol",
+        "token-lifetime",
     ],
 )
 def test_bad_values_are_refused_by_the_schema(
@@ -206,8 +211,10 @@ def test_the_secured_values_lint_and_render_tls_sasl_and_rbac(controlplane: Cont
     assert role["rules"] == [
         {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
          "verbs": ["create"]},
-        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
-         "verbs": ["create"]},
+        # which ConsumerGroup or Topic declares a Kafka name (--rbac-by-resource)
+        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups", "topics"],
+         "verbs": ["list", "watch"]},
+        # and no TokenReviews: nothing here offers OAUTHBEARER
     ]  # fmt: skip
     binding = one(docs, "ClusterRoleBinding", "kg-kgroups-coordinator")
     assert binding["roleRef"]["name"] == "kg-kgroups-coordinator"
@@ -286,6 +293,71 @@ def test_the_coordinator_gets_a_token_and_sar_rights_only_with_rbac_authorizatio
     assert not [d for d in bare if d["kind"] in ("ClusterRole", "Role", "RoleBinding")]
 
 
+def test_the_oauthbearer_values_lint_and_render_serviceaccount_tokens(
+    controlplane: ControlPlane,
+) -> None:
+    """ci/oauthbearer-values.yaml: the coordinator checks tokens for its audience and asks
+    TokenReviews, with no users file; its own ServiceAccount and token, and a ClusterRole
+    that adds TokenReviews to RBAC's needs; the operator authenticates with a projected
+    token for that audience, no password anywhere."""
+    helm(controlplane, "lint", "--strict", str(CHART), "-f", str(OAUTHBEARER))
+    docs = render(controlplane, "kg", "kgroups", "-f", str(OAUTHBEARER))
+
+    coordinator = pod(docs, "StatefulSet")
+    [container] = coordinator["containers"]
+    assert [a for a in container["args"] if a.startswith(("--sasl", "--credentials",
+                                                          "--oauthbearer"))] == [
+        "--sasl-mechanisms=OAUTHBEARER", "--oauthbearer-audience=kgroups",
+        "--oauthbearer-review", "--oauthbearer-review-cache=30",
+    ]  # fmt: skip
+    assert "credentials" not in named(coordinator["volumes"])
+    assert "credentials" not in named(container["volumeMounts"])
+    assert coordinator["serviceAccountName"] == "kg-kgroups-coordinator"
+    assert coordinator["automountServiceAccountToken"] is True
+    assert one(docs, "ServiceAccount", "kg-kgroups-coordinator")
+    rules = one(docs, "ClusterRole", "kg-kgroups-coordinator")["rules"]
+    assert {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+            "verbs": ["create"]} in rules  # fmt: skip
+
+    operator = pod(docs, "Deployment")
+    [op] = operator["containers"]
+    env = {e["name"]: e.get("value") for e in op["env"]}
+    assert {k: v for k, v in env.items() if k.startswith("KGROUPS_")} == {
+        "KGROUPS_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "KGROUPS_SASL_MECHANISM": "OAUTHBEARER",
+        "KGROUPS_SASL_TOKEN_FILE": "/var/run/secrets/kgroups/token",
+    }
+    volumes = named(operator["volumes"])
+    assert "sasl-password" not in volumes
+    assert volumes["sasl-token"]["projected"]["sources"] == [
+        {"serviceAccountToken": {"audience": "kgroups", "expirationSeconds": 3600,
+                                 "path": "token"}},
+    ]  # fmt: skip
+    assert named(op["volumeMounts"])["sasl-token"] == {
+        "name": "sasl-token", "mountPath": "/var/run/secrets/kgroups", "readOnly": True,
+    }  # fmt: skip
+
+
+def test_oauthbearer_alone_gives_the_coordinator_a_token_but_no_cluster_role(
+    controlplane: ControlPlane,
+) -> None:
+    """Without review or RBAC authorization the coordinator only reads the issuer's keys,
+    which every ServiceAccount may (system:service-account-issuer-discovery): its own
+    identity and token, and nothing granted to it."""
+    docs = render(controlplane, "kg", "kgroups", "-f", str(OAUTHBEARER),
+                  "--set", "coordinator.sasl.oauthbearer.review=false",
+                  "--set", "coordinator.authorization.mode=none")  # fmt: skip
+    coordinator = pod(docs, "StatefulSet")
+    assert coordinator["serviceAccountName"] == "kg-kgroups-coordinator"
+    assert coordinator["automountServiceAccountToken"] is True
+    assert one(docs, "ServiceAccount", "kg-kgroups-coordinator")
+    assert not [d for d in docs if d["metadata"]["name"] in ("kg-kgroups-coordinator",
+                                                             "kg-kgroups-operator-kafka")
+                and d["kind"] in RBAC_KINDS and d["kind"] != "ServiceAccount"]  # fmt: skip
+    assert not [a for a in coordinator["containers"][0]["args"]
+                if a.startswith(("--oauthbearer-review", "--rbac"))]  # fmt: skip
+
+
 def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: ControlPlane) -> None:
     """Values written before listeners keep meaning what they meant."""
     docs = render(controlplane, "kg", "kgroups", "--set", "coordinator.port=9093")
@@ -354,12 +426,29 @@ def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: Contro
             "PLAIN and SCRAM need coordinator.sasl.credentialsSecret.name",
         ),
         (
+            ["-f", str(OAUTHBEARER), "--set", "coordinator.sasl.mechanisms={OAUTHBEARER,PLAIN}"],
+            "PLAIN and SCRAM need coordinator.sasl.credentialsSecret.name",
+        ),
+        (
+            ["-f", str(OAUTHBEARER), "--set-json", "coordinator.sasl.oauthbearer.audiences=[]"],
+            "OAUTHBEARER: set coordinator.sasl.oauthbearer.audiences",
+        ),
+        (
             ["-f", str(SECURED), "--set", "coordinator.tls.secretName="],
             "set coordinator.tls.secretName (a kubernetes.io/tls Secret) or",
         ),
         (
             ["-f", str(SECURED), "--set", "operator.coordinatorSecurity.sasl.mechanism=PLAIN"],
             'sasl.mechanism "PLAIN" is not in coordinator.sasl.mechanisms',
+        ),
+        (
+            [
+                "-f",
+                str(SECURED),
+                "--set",
+                "operator.coordinatorSecurity.sasl.mechanism=OAUTHBEARER",
+            ],
+            'sasl.mechanism "OAUTHBEARER" is not in coordinator.sasl.mechanisms',
         ),
         (
             ["-f", str(SECURED), "--set", "operator.coordinatorSecurity.sasl.passwordSecret.name="],
@@ -382,8 +471,11 @@ def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: Contro
         "old-port-without-plaintext",
         "sasl-without-mechanisms",
         "sasl-without-users",
+        "oauthbearer-and-plain-without-users",
+        "oauthbearer-without-audiences",
         "tls-without-secret",
         "operator-mechanism-not-offered",
+        "operator-oauthbearer-not-offered",
         "operator-without-password",
         "acl-without-configmap",
         "reused-old-values",
@@ -500,8 +592,17 @@ def certificate_crd(controlplane: ControlPlane) -> Iterator[None]:
             "--set",
             "coordinator.authorization.acl.configMap.name=kgroups-acls",
         ],
+        ["-f", str(OAUTHBEARER)],
     ],
-    ids=["default", "cluster-wide", "two-namespaces", "secured", "secured-cert-manager", "acl"],
+    ids=[
+        "default",
+        "cluster-wide",
+        "two-namespaces",
+        "secured",
+        "secured-cert-manager",
+        "acl",
+        "oauthbearer",
+    ],
 )
 def test_rendered_manifests_pass_a_server_side_dry_run(
     controlplane: ControlPlane, namespace: str, values: list[str], request: pytest.FixtureRequest
@@ -535,6 +636,15 @@ def apply_rbac(cp: ControlPlane, docs: list[dict[str, Any]], ns: str) -> list[di
     return cluster_scoped
 
 
+def delete_kgroups_objects(cp: ControlPlane, ns: str) -> None:
+    """Delete the namespace's Topics and ConsumerGroups while the operator still runs. Left
+    to the namespace's deletion, the operator's finalizer keeps them, claiming their Kafka
+    names cluster-wide for later tests (a coordinator with RBAC asks about the oldest
+    resource declaring a name, in its namespace)."""
+    cp.kubectl("delete", "topics,consumergroups", "--all", "-n", ns, "--timeout=30s",
+               check=False)  # fmt: skip
+
+
 @pytest.fixture
 def chart_operator(
     controlplane: ControlPlane, tmp_path: Path
@@ -554,6 +664,7 @@ def chart_operator(
     try:
         yield op, coord, ns
     finally:
+        delete_kgroups_objects(cp, ns)
         op.stop()
         coord.kill()
         for d in cluster_scoped:
@@ -666,6 +777,7 @@ def test_with_rbac_authorization_the_chart_lets_the_operator_work_through_the_co
         wait_until(lambda: not cp.exists("cg", "billing", ns), 40, "the group deleted")
     finally:
         if operator is not None:
+            delete_kgroups_objects(cp, ns)
             operator.stop()
         coord.kill()
         for d in cluster_scoped:

@@ -39,8 +39,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
-`helm upgrade --reuse-values` from a chart before listeners keeps that chart's defaults,
-which lack the security keys: say so, rather than fail on a nil value.
+`helm upgrade --reuse-values` from an older chart (before listeners, or OAUTHBEARER) keeps
+that chart's defaults, which lack the security keys: say so, rather than fail on a nil value.
 */}}
 {{- define "kgroups.checkValues" -}}
 {{- range $key := list "listeners" "tls" "sasl" "authorization" "serviceAccount" -}}
@@ -50,6 +50,12 @@ which lack the security keys: say so, rather than fail on a nil value.
 {{- end -}}
 {{- if not .Values.operator.coordinatorSecurity -}}
 {{- fail "operator.coordinatorSecurity is missing from the values: upgrading with --reuse-values from a chart without it? Use --reset-then-reuse-values, or pass your values file" -}}
+{{- end -}}
+{{- if and (has "OAUTHBEARER" (.Values.coordinator.sasl.mechanisms | default list)) (not .Values.coordinator.sasl.oauthbearer) -}}
+{{- fail "coordinator.sasl.oauthbearer is missing from the values: upgrading with --reuse-values from a chart without it? Use --reset-then-reuse-values, or pass your values file" -}}
+{{- end -}}
+{{- if and (eq .Values.operator.coordinatorSecurity.sasl.mechanism "OAUTHBEARER") (not .Values.operator.coordinatorSecurity.sasl.tokenExpirationSeconds) -}}
+{{- fail "operator.coordinatorSecurity.sasl.tokenExpirationSeconds is missing from the values: upgrading with --reuse-values from a chart without it? Use --reset-then-reuse-values, or pass your values file" -}}
 {{- end -}}
 {{- end -}}
 
@@ -108,7 +114,25 @@ of one protocol, so the chart says so first.
 {{- .Values.coordinator.tls.secretName | default (printf "%s-coordinator-tls" (include "kgroups.fullname" .)) -}}
 {{- end -}}
 
-{{/* The coordinator's ServiceAccount: it has one only with authorization.mode rbac. */}}
+{{/* "true" when the coordinator offers OAUTHBEARER (ServiceAccount tokens); else empty. */}}
+{{- define "kgroups.oauthbearer" -}}
+{{- if has "OAUTHBEARER" .Values.coordinator.sasl.mechanisms }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when it offers PLAIN or SCRAM, which check passwords: the users file. */}}
+{{- define "kgroups.saslPasswords" -}}
+{{- if without (.Values.coordinator.sasl.mechanisms | default list) "OAUTHBEARER" }}true{{ end -}}
+{{- end -}}
+
+{{/*
+"true" when the coordinator asks the API server: RBAC authorization (SubjectAccessReviews)
+or OAUTHBEARER (the issuer's keys, TokenReviews). Only then does it get a token.
+*/}}
+{{- define "kgroups.coordinatorUsesApiServer" -}}
+{{- if or (eq .Values.coordinator.authorization.mode "rbac") (include "kgroups.oauthbearer" .) }}true{{ end -}}
+{{- end -}}
+
+{{/* The coordinator's ServiceAccount: it has one only when it asks the API server. */}}
 {{- define "kgroups.coordinatorServiceAccountName" -}}
 {{- if .Values.coordinator.serviceAccount.create -}}
 {{- .Values.coordinator.serviceAccount.name | default (printf "%s-coordinator" (include "kgroups.fullname" .)) -}}
@@ -142,8 +166,11 @@ than in a coordinator or operator that will not start (the schema checks each va
 {{- if and (or (has "SASL_PLAINTEXT" $protocols) (has "SASL_SSL" $protocols)) (not $c.sasl.mechanisms) -}}
 {{- fail "coordinator.listeners has a SASL listener: set coordinator.sasl.mechanisms" -}}
 {{- end -}}
-{{- if and $c.sasl.mechanisms (not $c.sasl.credentialsSecret.name) -}}
+{{- if and (include "kgroups.saslPasswords" .) (not $c.sasl.credentialsSecret.name) -}}
 {{- fail "coordinator.sasl.mechanisms: PLAIN and SCRAM need coordinator.sasl.credentialsSecret.name (a Secret with the users file)" -}}
+{{- end -}}
+{{- if and (include "kgroups.oauthbearer" .) (not (compact ($c.sasl.oauthbearer.audiences | default list))) -}}
+{{- fail "coordinator.sasl.mechanisms has OAUTHBEARER: set coordinator.sasl.oauthbearer.audiences (what clients' tokens are for)" -}}
 {{- end -}}
 {{- if and (eq $c.authorization.mode "acl") (not $c.authorization.acl.configMap.name) -}}
 {{- fail "coordinator.authorization.mode acl: set coordinator.authorization.acl.configMap.name" -}}
@@ -153,7 +180,7 @@ than in a coordinator or operator that will not start (the schema checks each va
 {{- if not (has $op.sasl.mechanism $c.sasl.mechanisms) -}}
 {{- fail (printf "operator.coordinatorSecurity.sasl.mechanism %q is not in coordinator.sasl.mechanisms" $op.sasl.mechanism) -}}
 {{- end -}}
-{{- if not $op.sasl.passwordSecret.name -}}
+{{- if and (ne $op.sasl.mechanism "OAUTHBEARER") (not $op.sasl.passwordSecret.name) -}}
 {{- fail (printf "operator.coordinatorSecurity.securityProtocol %s: set operator.coordinatorSecurity.sasl.passwordSecret.name" $op.securityProtocol) -}}
 {{- end -}}
 {{- end -}}
