@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -249,3 +250,42 @@ def test_a_principal_creates_at_most_its_share_of_groups(tmp_path: Path) -> None
         poll_in("first", SUB)
     finally:
         coord.kill()
+
+
+def test_kgroups_member_rereads_its_token_file_and_keeps_its_generation(
+    coordinator: Coordinator, members: list[Member], tmp_path: Path
+) -> None:
+    """A projected token is rewritten by the kubelet before it expires: kgroups' member
+    reads the file at every re-authentication (KIP-368, at 85-95% of the session), so
+    with 4-second tokens rewritten every second it re-authenticates again and again on
+    the same connection and is never assigned anew."""
+    subject = f"system:serviceaccount:shop:renewing-{uuid.uuid4().hex[:6]}"
+    token_file = tmp_path / "token"
+    token_file.write_text(ISSUER.token(subject, lifetime_s=4))
+    stop = threading.Event()
+
+    def kubelet() -> None:
+        while not stop.wait(1.0):
+            tmp = tmp_path / "token.new"
+            tmp.write_text(ISSUER.token(subject, lifetime_s=4))
+            tmp.replace(token_file)
+
+    topic = create_topic(coordinator)
+    env = {"KGROUPS_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KGROUPS_SASL_MECHANISM": "OAUTHBEARER",
+           "KGROUPS_SASL_TOKEN_FILE": str(token_file)}  # fmt: skip
+    renewer = threading.Thread(target=kubelet, daemon=True)
+    renewer.start()
+    try:
+        member = Member("kgroups", coordinator.address("SASL_PLAINTEXT"), f"g-{subject[-6:]}",
+                        [topic], client_id="renewing", session_timeout_ms=6000, env=env)  # fmt: skip
+        members.append(member)
+        member.wait_event("assigned", timeout=30)
+        time.sleep(14)
+        assert [e for e in member.events if e["event"] == "assigned"][1:] == []
+        assert not [e for e in member.events if e["event"] in ("lost", "failed")]
+    finally:
+        stop.set()
+        renewer.join()
+    again = coordinator.log().count(f"authenticated as User:{subject} (OAUTHBEARER) again")
+    assert again >= 3, again
+    assert f"SASL session of User:{subject} expired" not in coordinator.log()
