@@ -37,6 +37,7 @@ from tests.integration.harness import (
     wait_converged,
     wait_until,
 )
+from tests.pki import Pki
 from tests.tokens import Issuer
 
 ISSUER = Issuer(iss="https://issuer.kgroups.test")
@@ -55,20 +56,32 @@ class Tokens(AbstractTokenProvider):
         return str(self.make())
 
 
-def jwks_coordinator(tmp: Path, *extra: str) -> Coordinator:
+def jwks_coordinator(
+    tmp: Path, *extra: str, listeners: tuple[str, ...] = ("SASL_PLAINTEXT",)
+) -> Coordinator:
     (tmp / "jwks.json").write_text(json.dumps(ISSUER.jwks()))
     return Coordinator(
         tmp / "data", *FAST,
         "--sasl-mechanisms", "OAUTHBEARER", "--oauthbearer-jwks", str(tmp / "jwks.json"),
         "--oauthbearer-issuer", ISSUER.iss, "--oauthbearer-audience", "kgroups",
         "--reload-interval", "0.2", *extra,
-        listeners=("SASL_PLAINTEXT",),
+        listeners=listeners,
     )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
-    coord = jwks_coordinator(tmp_path_factory.mktemp("oauthbearer"))
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def coordinator(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Coordinator]:
+    """SASL_PLAINTEXT and SASL_SSL (a server certificate from `pki`)."""
+    server = pki.issue_server(stem="oauthbearer-server")
+    coord = jwks_coordinator(
+        tmp_path_factory.mktemp("oauthbearer"), "--tls-cert", str(server.cert),
+        "--tls-key", str(server.key), listeners=("SASL_PLAINTEXT", "SASL_SSL"),
+    )  # fmt: skip
     coord.start()
     yield coord
     coord.kill()
@@ -136,19 +149,20 @@ def test_a_bad_token_is_refused_saying_why(
 
 
 def test_every_client_joins_one_group_with_a_token_file(
-    coordinator: Coordinator, members: list[Member], tmp_path: Path
+    coordinator: Coordinator, pki: Pki, members: list[Member], tmp_path: Path
 ) -> None:
     """kgroups, kafka-python, aiokafka, librdkafka and the Java client read the same kind
-    of token file a projected ServiceAccount token is, and split a topic exactly once."""
+    of token file a projected ServiceAccount token is and, over TLS (SASL_SSL, each
+    trusting the CA with its own TLS code), split a topic exactly once."""
     topic = create_topic(coordinator, partitions=8)
     partitions = {(topic, p) for p in range(8)}
     group = f"g-{uuid.uuid4().hex[:8]}"
     for client in ("kgroups", "kafka-python", "aiokafka", "confluent", "java"):
         token_file = tmp_path / f"{client}.token"
         token_file.write_text(ISSUER.token(f"system:serviceaccount:shop:{client}"))
-        env = {"KGROUPS_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        env = {"KGROUPS_SECURITY_PROTOCOL": "SASL_SSL", "KGROUPS_SSL_CA_FILE": str(pki.ca),
                "KGROUPS_SASL_MECHANISM": "OAUTHBEARER", "KGROUPS_SASL_TOKEN_FILE": str(token_file)}  # fmt: skip
-        members.append(Member(client, coordinator.address("SASL_PLAINTEXT"), group, [topic],
+        members.append(Member(client, coordinator.address("SASL_SSL"), group, [topic],
                               client_id=client, session_timeout_ms=6000, env=env))  # fmt: skip
     wait_converged(members, partitions, 90)
     members[0].close()
