@@ -104,3 +104,15 @@ def test_incomplete_client_settings_are_refused_naming_what_is_missing(
 ) -> None:
     with pytest.raises(ValueError, match=complaint):
         ClientSecurity.from_env(env)
+
+
+def test_oauthbearer_settings_refuse_what_cannot_work() -> None:
+    from kgroups.coordinator.tokens import OAuthBearerSettings
+
+    OAuthBearerSettings().check()
+    for bad, why in ((OAuthBearerSettings(audiences=()), "audience"),
+                     (OAuthBearerSettings(audiences=("",)), "audience"),
+                     (OAuthBearerSettings(review_cache_s=0), "review cache"),
+                     (OAuthBearerSettings(skew_s=-1), "skew")):  # fmt: skip
+        with pytest.raises(ValueError, match=why):
+            bad.check()

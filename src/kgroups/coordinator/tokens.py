@@ -68,8 +68,10 @@ class OAuthBearerSettings:
     def check(self) -> None:
         if not self.audiences or not all(self.audiences):
             raise ValueError("OAUTHBEARER needs at least one audience tokens must be for")
-        if self.review_cache_s < 0 or self.skew_s < 0 or self.refresh_s <= 0:
-            raise ValueError("OAUTHBEARER cache, skew and refresh times must be positive")
+        if self.review_cache_s <= 0 or self.refresh_s <= 0:
+            raise ValueError("OAUTHBEARER review cache and key refresh times must be positive")
+        if self.skew_s < 0:
+            raise ValueError("OAUTHBEARER clock skew must be 0 or more")
 
     @property
     def uses_api_server(self) -> bool:
