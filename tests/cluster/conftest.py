@@ -94,7 +94,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "after_every_cluster_test: runs after every other test of tests/cluster"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/cluster" in str(item.fspath):
             item.add_marker(pytest.mark.cluster)
+    # The test that deletes the cluster and checks the host runs after every other
+    # cluster test, whichever module they are in.
+    last = [i for i in items if i.get_closest_marker("after_every_cluster_test")]
+    items[:] = [i for i in items if i not in last] + last

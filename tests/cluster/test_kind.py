@@ -644,6 +644,7 @@ def test_helm_upgrade_then_uninstall_leaves_only_what_is_documented(release: Kin
                             "customresourcedefinition.apiextensions.k8s.io/topics.kgroups.io"]  # fmt: skip
 
 
+@pytest.mark.after_every_cluster_test
 def test_cluster_deleted_and_runtime_stopped_leave_the_host_as_it_was(
     cluster: KindCluster, host_before: dict[str, object]
 ) -> None:
