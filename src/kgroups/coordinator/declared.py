@@ -29,6 +29,8 @@ from kgroups.coordinator.kubeapi import KubeApi, KubeApiError, WatchExpired
 log = logging.getLogger("kgroups.coordinator.declared")
 
 RETRY_S = 2.0
+MAX_RETRY_S = 60.0
+"""A list or watch that keeps failing (no permission) is retried at most this rarely."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +118,12 @@ class DeclaredNames:
             self._ready.set()
 
     async def _follow(self, kind: Kind) -> None:
+        backoff = RETRY_S
         while True:
             try:
                 listed = await self.api.get(kind.path)
                 self.replace(kind, listed.get("items") or [])
+                backoff = RETRY_S
                 version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
                 while True:  # resume the watch where it ended, until it expires
                     async for event in self.api.watch(kind.path, version):
@@ -130,5 +134,7 @@ class DeclaredNames:
             except WatchExpired:
                 continue  # relist
             except KubeApiError as exc:
-                log.error("cannot list or watch %s (retrying): %s", kind.resource, exc)  # noqa: TRY400
-                await asyncio.sleep(RETRY_S)
+                log.error("cannot list or watch %s (retrying in %.0f s): %s", kind.resource,  # noqa: TRY400
+                          backoff, exc)  # fmt: skip
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_RETRY_S)
