@@ -29,6 +29,10 @@ from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, polled_assignment, refused_while_polling
 
 RBAC_TTL = 2.0
+# Kafka names no ConsumerGroup or Topic of the examples (applied by other e2e tests, in
+# other namespaces, on this shared API server) declares: a declared name is authorized in
+# its declaring resource's namespace, which these tests are not about.
+GROUP, TOPIC, PAYROLL = "rbac-billing", "rbac-orders", "rbac-payroll"
 PASSWORD = "pw-" + uuid.uuid4().hex[:8]
 
 
@@ -52,11 +56,11 @@ def secured(controlplane: ControlPlane, namespace: str, tmp_path: Path) -> Itera
         {"apiGroups": ["kgroups.io"], "resources": ["topics"], "verbs": ["create", "get"]},
         {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "verbs": ["get", "list"]},
     ]), binding("ops", "ops", namespace))  # fmt: skip
-    # billing may join and commit to group "billing" and consume topic "orders" only.
+    # billing may join and commit to group GROUP and consume topic TOPIC only.
     apply(controlplane, namespace, role("billing-member", [
-        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "resourceNames": ["billing"],
+        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "resourceNames": [GROUP],
          "verbs": ["join", "commit", "get"]},
-        {"apiGroups": ["kgroups.io"], "resources": ["topics"], "resourceNames": ["orders"],
+        {"apiGroups": ["kgroups.io"], "resources": ["topics"], "resourceNames": [TOPIC],
          "verbs": ["get", "consume"]},
     ]))  # fmt: skip
     coord.start()
@@ -105,8 +109,8 @@ def groups(coord: Coordinator, namespace: str) -> set[str]:
         admin.close()
 
 
-def join(coord: Coordinator, namespace: str, topic: str = "orders") -> KafkaConsumer:
-    consumer = KafkaConsumer(group_id="billing", enable_auto_commit=False,
+def join(coord: Coordinator, namespace: str, topic: str = TOPIC) -> KafkaConsumer:
+    consumer = KafkaConsumer(group_id=GROUP, enable_auto_commit=False,
                              session_timeout_ms=6000, heartbeat_interval_ms=500,
                              **config(coord, sa(namespace, "billing")))  # fmt: skip
     consumer.subscribe([topic])
@@ -116,14 +120,14 @@ def join(coord: Coordinator, namespace: str, topic: str = "orders") -> KafkaCons
 def test_rbac_grants_and_revokes_joining_and_committing(
     controlplane: ControlPlane, namespace: str, secured: Coordinator
 ) -> None:
-    create_topics(secured, namespace, "orders", "payroll")
+    create_topics(secured, namespace, TOPIC, PAYROLL)
     # No RoleBinding: refused, and nothing was created.
     c = join(secured, namespace)
     try:
         refused_while_polling(c, GroupAuthorizationFailedError, 5)
     finally:
         c.close()
-    assert "billing" not in groups(secured, namespace)
+    assert GROUP not in groups(secured, namespace)
 
     # Granted: within the cache's TTL the member joins, gets both partitions, commits.
     apply(controlplane, namespace, binding("billing", "billing-member", namespace))
@@ -142,12 +146,12 @@ def test_rbac_grants_and_revokes_joining_and_committing(
     c = join(secured, namespace)
     try:
         polled_assignment(c)
-        payroll = {TopicPartition("payroll", p): OffsetAndMetadata(9, "", -1) for p in (0, 1)}
+        payroll = {TopicPartition(PAYROLL, p): OffsetAndMetadata(9, "", -1) for p in (0, 1)}
         with pytest.raises(TopicAuthorizationFailedError):
             c.commit(payroll)
     finally:
         c.close()
-    assert "refused READ TOPIC:payroll" in secured.log()
+    assert f"refused READ TOPIC:{PAYROLL}" in secured.log()
 
     # Revoked: after the TTL, a new join is refused again.
     controlplane.kubectl("delete", "rolebinding", "billing", "-n", namespace)
@@ -157,7 +161,7 @@ def test_rbac_grants_and_revokes_joining_and_committing(
         refused_while_polling(c, GroupAuthorizationFailedError, 5)
     finally:
         c.close()
-    assert "refused DESCRIBE GROUP:billing" in secured.log()  # FindCoordinator, first
+    assert f"refused DESCRIBE GROUP:{GROUP}" in secured.log()  # FindCoordinator, first
 
 
 def test_a_declared_groups_own_namespace_decides_who_may_join_it(

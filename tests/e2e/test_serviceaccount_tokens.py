@@ -25,7 +25,7 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 from kafka.structs import OffsetAndMetadata
 
 from tests.e2e.kube import ControlPlane
-from tests.e2e.test_rbac_authorization import apply, binding, role, sa
+from tests.e2e.test_rbac_authorization import GROUP, TOPIC, apply, binding, role, sa
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, polled_assignment, refused_while_polling
 from tests.tokens import Issuer
@@ -80,9 +80,9 @@ def coordinator(
     apply(controlplane, namespace, role("ops", [
         {"apiGroups": ["kgroups.io"], "resources": ["topics"], "verbs": ["create", "get"]},
     ]), binding("ops", "ops", namespace), role("billing-member", [
-        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "resourceNames": ["billing"],
+        {"apiGroups": ["kgroups.io"], "resources": ["consumergroups"], "resourceNames": [GROUP],
          "verbs": ["join", "commit", "get"]},
-        {"apiGroups": ["kgroups.io"], "resources": ["topics"], "resourceNames": ["orders"],
+        {"apiGroups": ["kgroups.io"], "resources": ["topics"], "resourceNames": [TOPIC],
          "verbs": ["get", "consume"]},
     ]), binding("billing", "billing-member", namespace))  # fmt: skip
     coord.start()
@@ -105,23 +105,23 @@ def test_a_serviceaccount_token_is_the_serviceaccount_to_rbac(
     authenticates too, but ops may not join: RBAC sees the ServiceAccount."""
     admin = KafkaAdminClient(**config(coordinator, accounts["ops"]))
     try:
-        admin.create_topics([NewTopic("orders", 2, 1)])
+        admin.create_topics([NewTopic(TOPIC, 2, 1)])
     finally:
         admin.close()
-    c = KafkaConsumer(group_id="billing", enable_auto_commit=False,
+    c = KafkaConsumer(group_id=GROUP, enable_auto_commit=False,
                       **config(coordinator, accounts["billing"]))  # fmt: skip
     try:
-        c.subscribe(["orders"])
+        c.subscribe([TOPIC])
         tps = polled_assignment(c)
         assert len(tps) == 2
         c.commit({tp: OffsetAndMetadata(3, "", -1) for tp in tps})
         assert {c.committed(tp) for tp in tps} == {3}
     finally:
         c.close()
-    c = KafkaConsumer(group_id="billing", enable_auto_commit=False,
+    c = KafkaConsumer(group_id=GROUP, enable_auto_commit=False,
                       **config(coordinator, accounts["ops"]))  # fmt: skip
     try:
-        c.subscribe(["orders"])
+        c.subscribe([TOPIC])
         refused_while_polling(c, GroupAuthorizationFailedError, 5)
     finally:
         c.close()
