@@ -40,17 +40,26 @@ def sa(namespace: str, name: str) -> str:
     return f"system:serviceaccount:{namespace}:{name}"
 
 
-@pytest.fixture
-def secured(controlplane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Coordinator]:
-    users = {sa(namespace, n): {"password": PASSWORD} for n in ("billing", "ops")}
-    (tmp_path / "users.yaml").write_text(yaml.safe_dump({"users": users}))
-    coord = Coordinator(
+def scram_rbac_coordinator(
+    controlplane: ControlPlane, namespace: str, tmp_path: Path, users: list[str]
+) -> Coordinator:
+    """A coordinator (not started) on SASL_PLAINTEXT with SCRAM users `users` (password
+    PASSWORD), authorizing with RBAC on `controlplane`, `namespace` as the fallback."""
+    entries = {u: {"password": PASSWORD} for u in users}
+    (tmp_path / "users.yaml").write_text(yaml.safe_dump({"users": entries}))
+    return Coordinator(
         tmp_path / "data", *FAST,
         "--sasl-mechanisms", "SCRAM-SHA-512", "--credentials", str(tmp_path / "users.yaml"),
         "--rbac-namespace", namespace, "--rbac-cache-ttl", str(RBAC_TTL),
         "--kubeconfig", str(controlplane.kubeconfig),
         listeners=("SASL_PLAINTEXT",),
     )  # fmt: skip
+
+
+@pytest.fixture
+def secured(controlplane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Coordinator]:
+    users = [sa(namespace, n) for n in ("billing", "ops")]
+    coord = scram_rbac_coordinator(controlplane, namespace, tmp_path, users)
     # ops: creates topics and looks at groups, as a platform team would.
     apply(controlplane, namespace, role("ops", [
         {"apiGroups": ["kgroups.io"], "resources": ["topics"], "verbs": ["create", "get"]},
@@ -175,15 +184,9 @@ def test_a_declared_groups_own_namespace_decides_who_may_join_it(
     shop = f"{namespace}-shop"
     controlplane.kubectl("create", "namespace", shop)
     worker = sa(shop, "worker")
-    users = {u: {"password": PASSWORD} for u in (worker, sa(namespace, "ops"))}
-    (tmp_path / "users.yaml").write_text(yaml.safe_dump({"users": users}))
-    coord = Coordinator(
-        tmp_path / "data", *FAST,
-        "--sasl-mechanisms", "SCRAM-SHA-512", "--credentials", str(tmp_path / "users.yaml"),
-        "--rbac-namespace", namespace, "--rbac-cache-ttl", str(RBAC_TTL),
-        "--kubeconfig", str(controlplane.kubeconfig),
-        listeners=("SASL_PLAINTEXT",),
-    )  # fmt: skip
+    coord = scram_rbac_coordinator(
+        controlplane, namespace, tmp_path, [worker, sa(namespace, "ops")]
+    )
     try:
         apply(controlplane, namespace, role("ops", [
             {"apiGroups": ["kgroups.io"], "resources": ["topics"], "verbs": ["create", "get"]},

@@ -453,6 +453,17 @@ def refused_while_polling(consumer: Any, error: type[BaseException] | tuple[type
     assert raised, f"{error} never raised"
 
 
+def keeps_assignment(consumer: Any, seconds: float) -> None:
+    """A kafka-python consumer, polled for `seconds`, keeps the assignment and the
+    generation it has now: held over time, not caught once."""
+    tps, generation = consumer.assignment(), consumer._coordinator._generation.generation_id
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        consumer.poll(timeout_ms=200)
+        assert consumer.assignment() == tps
+    assert consumer._coordinator._generation.generation_id == generation
+
+
 def polled_assignment(consumer: Any, timeout: float = 20) -> Any:
     """Poll a kafka-python consumer until it has an assignment; return it."""
 

@@ -33,6 +33,7 @@ from tests.integration.harness import (
     ROOT,
     Coordinator,
     Member,
+    keeps_assignment,
     no_overlap_per_generation,
     wait_converged,
     wait_until,
@@ -189,12 +190,7 @@ def test_a_session_lasts_as_long_as_its_token_and_members_renew_it(
         c.subscribe([topic])
         wait_until(lambda: c.poll(timeout_ms=200) is not None and len(c.assignment()) == 2, 30,
                    "an assignment", poll=0)  # fmt: skip
-        tps, generation = c.assignment(), c._coordinator._generation.generation_id
-        deadline = time.monotonic() + 3 * lifetime
-        while time.monotonic() < deadline:  # held over time, not caught once
-            c.poll(timeout_ms=200)
-            assert c.assignment() == tps
-        assert c._coordinator._generation.generation_id == generation
+        keeps_assignment(c, 3 * lifetime)
     finally:
         c.close()
     log = coordinator.log()
