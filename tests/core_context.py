@@ -109,6 +109,12 @@ class CoreContext:
             assert reply.ref not in self.replies, f"ref {reply.ref} answered twice"
             self.replies[reply.ref] = reply.body
         self.all_effects.append(effects)
+        for group in (
+            getattr(self, "coordinator", None) and self.coordinator.groups.values()
+        ) or ():
+            # The running size every join and assignment is checked against is the sum
+            # of its members' sizes, whatever happened (max_group_record_bytes).
+            assert group.member_bytes == sum(m.record_bytes() for m in group.members.values())
         return effects
 
     @property

@@ -207,6 +207,13 @@ def coordinator(
             "(0: no limit; ANONYMOUS is not counted)."
         ),
     ] = CoordinatorConfig().max_groups_per_principal,
+    max_group_record_bytes: Annotated[
+        int,
+        typer.Option(
+            help="Largest group record (members' ids, metadata, assignments; Kafka's "
+            "message.max.bytes): a JoinGroup or assignment past it gets UNKNOWN_SERVER_ERROR."
+        ),
+    ] = CoordinatorConfig().max_group_record_bytes,
     offsets_retention_minutes: Annotated[
         int, typer.Option(help=GroupConfig.OFFSETS_RETENTION_MINUTES)
     ] = COORDINATOR.offsets_retention_minutes,
@@ -303,6 +310,7 @@ def coordinator(
         group_max_session_timeout_ms=max_session_timeout_ms,
         group_max_size=max_group_size,
         max_groups_per_principal=max_groups_per_principal,
+        max_group_record_bytes=max_group_record_bytes,
         offsets_retention_minutes=offsets_retention_minutes,
         auto_create_topics_enable=auto_create_topics,
     )

@@ -80,6 +80,8 @@ class AclFileAuthorizer:
 
 Question = tuple[str, str, Attributes]
 """(principal, namespace, what is asked): one cached SubjectAccessReview."""
+MAX_CACHED_ANSWERS = 50_000
+"""SubjectAccessReview answers kept at once (a few MB at most)."""
 DECLARED_WAIT_S = 10.0
 """How long a question waits for the first list of ConsumerGroups and Topics."""
 
@@ -165,7 +167,7 @@ class RbacAuthorizer:
         self._asking[question] = future
         try:
             allowed = await self._review(*question)
-            self._cache[question] = (allowed, self._clock() + self.ttl_s)
+            self._remember(question, allowed)
         except KubeApiError as exc:
             log.error("cannot ask the API server (refusing): %s", exc)  # noqa: TRY400
             allowed = False
@@ -173,6 +175,17 @@ class RbacAuthorizer:
             del self._asking[question]
         future.set_result(allowed)
         return allowed
+
+    def _remember(self, question: Question, allowed: bool) -> None:
+        """Cache an answer. Questions name whatever group a client asks about, so the
+        cache is bounded: expired answers are dropped when it is full, and if it is still
+        full (a client asking about made-up names faster than answers expire), all."""
+        now = self._clock()
+        if len(self._cache) >= MAX_CACHED_ANSWERS:
+            self._cache = {q: hit for q, hit in self._cache.items() if hit[1] > now}
+            if len(self._cache) >= MAX_CACHED_ANSWERS:
+                self._cache.clear()
+        self._cache[question] = (allowed, now + self.ttl_s)
 
     async def _review(self, principal: str, namespace: str, attrs: Attributes) -> bool:
         user, groups = subject(principal)

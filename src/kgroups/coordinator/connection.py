@@ -12,7 +12,6 @@ so. A listener is where connections come from and how they start (TLS, SASL).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,8 +28,6 @@ from kgroups.security.session import Session
 
 if TYPE_CHECKING:
     from kgroups.coordinator.server import CoordinatorServer
-
-log = logging.getLogger("kgroups.coordinator")
 
 MAX_QUEUED_FRAMES = 128
 """Frames a connection may have waiting before we stop reading from its socket."""
@@ -268,7 +265,7 @@ class Connection(asyncio.Protocol):
         """Hang up once the answers already given are written (the client may have
         pipelined valid requests ahead of the one that ends the connection)."""
         if not quiet:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            self.server.log_closing(self, reason)
         if self.transport is not None and not self.closed:
             if self._out:
                 self.transport.write(b"".join(self._out))
@@ -278,7 +275,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
 
     def abort(self, reason: str) -> None:
-        log.warning("closing connection from %s: %s", self.peer, reason)
+        self.server.log_closing(self, reason)
         self.closed = True
         if self.transport is not None:
             self.transport.abort()

@@ -48,6 +48,14 @@ from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
 
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+FORGET_SLACK = 1000
+"""Groups gone from the coordinator whose series may wait for the next scrape to be
+dropped; past this many, they are dropped at once (no scrape may ever come)."""
+
+
+_FLAT: dict[type, bool] = {}
+"""Response types whose only error code is their top-level `error` (a Heartbeat's): no
+walk of the body is needed to find what they report."""
 
 
 def response_error(body: object) -> ErrorCode:
@@ -56,6 +64,14 @@ def response_error(body: object) -> ErrorCode:
     top = getattr(body, "error", None)
     if isinstance(top, ErrorCode) and top is not ErrorCode.none:
         return top
+    flat = _FLAT.get(type(body))
+    if flat is None:
+        flat = _FLAT[type(body)] = is_dataclass(body) and all(
+            f.name == "error" or f.type in ("str", "int", "bool", "bytes", "str | None")
+            for f in fields(body)
+        )
+    if flat:
+        return ErrorCode.none
     found = _first_error(body, depth=0)
     return found if found is not None else ErrorCode.none
 
@@ -149,6 +165,8 @@ class CoordinatorMetrics(Collector):
         self._buffered = buffered
         self._wall_clock = wall_clock
         self._t = _Tallies()
+        self._groups: set[str] = set()
+        """Groups with per-group series (in any tally)."""
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -157,6 +175,7 @@ class CoordinatorMetrics(Collector):
     def observe(self, observations: Iterable[Observation]) -> None:
         t = self._t
         for o in observations:
+            self._tallied(o.group_id)
             if isinstance(o, RebalanceStarted):
                 t.rebalances[o.group_id, o.reason.value] += 1
             elif isinstance(o, JoinPhaseCompleted):
@@ -169,14 +188,44 @@ class CoordinatorMetrics(Collector):
                 t.expirations[o.group_id] += 1
 
     def answered(self, api: str, body: object, seconds: float, group_id: str | None) -> None:
-        """A request was answered `seconds` after it arrived."""
+        """A request was answered `seconds` after it arrived. Commits are counted per
+        group only for a group that exists once it is answered: a commit refused for a
+        group id nobody uses (an unauthorized client sending thousands) leaves no series."""
         t = self._t
         t.requests[api, response_error(body).name.upper()] += 1
         t.request_seconds[api].observe(seconds)
         if isinstance(body, OffsetCommitResponse) and group_id is not None:
+            coordinator = self._coordinator()
+            if coordinator is None or group_id not in coordinator.groups:
+                return
+            self._tallied(group_id)
             for topic in body.topics:
                 for _, code in topic.partitions:
                     t.commits[group_id, code.name.upper()] += 1
+
+    def _tallied(self, group_id: str) -> None:
+        """`group_id` has per-group series: drop those of deleted groups when too many."""
+        if group_id in self._groups:
+            return
+        self._groups.add(group_id)
+        coordinator = self._coordinator()
+        if coordinator is not None and len(self._groups) > len(coordinator.groups) + FORGET_SLACK:
+            self._forget_all_but(set(coordinator.groups))
+
+    def _forget_all_but(self, live: set[str]) -> None:
+        """Drop every per-group series of groups not in `live` (deleted, expired)."""
+        t = self._t
+        gone = self._groups - live
+        if not gone:
+            return
+        for tally in (t.rebalances, t.commits):
+            for key in [k for k in tally if k[0] in gone]:
+                del tally[key]
+        for per_group in (t.rebalance_seconds, t.join_seconds, t.sync_seconds,
+                          t.last_rebalance, t.expirations):  # fmt: skip
+            for group_id in gone:
+                per_group.pop(group_id, None)
+        self._groups &= live
 
     def rejected(self, reason: str) -> None:
         self._t.rejected[reason] += 1
@@ -209,7 +258,10 @@ class CoordinatorMetrics(Collector):
         info.add_metric([__version__], 1)
         yield info
         coordinator = self._coordinator()
-        yield from self._events(set(coordinator.groups) if coordinator is not None else set())
+        live = set(coordinator.groups) if coordinator is not None else set()
+        if coordinator is not None:
+            self._forget_all_but(live)
+        yield from self._events(live)
         if coordinator is not None:
             yield from self._state(coordinator)
 
@@ -217,6 +269,7 @@ class CoordinatorMetrics(Collector):
         """Counters of the live groups are all there, at 0 until something happens: a
         series that first appears at 1 loses that first increment in `increase()`."""
         t = self._t
+        self._groups |= live
         for group in live:
             for cause in RebalanceReason:
                 t.rebalances.setdefault((group, cause.value), 0)

@@ -84,6 +84,7 @@ from kgroups.protocol.frames import (
 )
 from kgroups.security.actions import Action
 from kgroups.security.sasl import ANONYMOUS
+from kgroups.shown import LogBudget, shown, suppressed
 
 log = logging.getLogger("kgroups.coordinator")
 
@@ -95,7 +96,7 @@ LISTEN_BACKLOG = 1024
 socket.listen.backlog.size is 50): a burst of reconnecting members after a restart is
 accepted without SYN retries that cost each of them a second or more."""
 REFUSAL_LOG_INTERVAL_S = 60.0
-"""An authorization refusal is logged once per principal and refusal in this time."""
+"""An authorization refusal is logged once per principal and kind of refusal in this time."""
 FAILED_AUTHENTICATION_DELAY_S = 0.1
 """Kafka's connection.failed.authentication.delay.ms: a refused client's connection closes
 this long after its answer, slowing password guessing down."""
@@ -183,14 +184,17 @@ class CoordinatorServer:
         """Keeps the OAUTHBEARER issuer's keys current."""
         self.authorizer = make_authorizer(settings.authorization)
         self._authorizing: set[asyncio.Task[None]] = set()
-        self._refusals_logged: dict[tuple[str, frozenset[Action]], float] = {}
+        self._refusal_log = LogBudget(REFUSAL_LOG_INTERVAL_S)
+        """Keyed by (principal, kinds of actions refused): names are not kept."""
         settings.limits.validate()
         self.counts = ConnectionCounts(settings.limits)
         self.buffered = 0
         """Bytes of requests received and not handled yet, across connections."""
         self._memory_paused: set[Connection] = set()
         self._sweeper: asyncio.Task[None] | None = None
-        self._rejections_logged: dict[str, float] = {}
+        self._rejection_log = LogBudget(60.0, max_keys=10_000)
+        self._closing_log = LogBudget(10.0, burst=20, max_keys=10_000)
+        self._sasl_log = LogBudget(10.0, burst=20, max_keys=10_000)
         limits = settings.limits
         self._rates = {
             key: RateLimiter(rate)
@@ -316,16 +320,23 @@ class CoordinatorServer:
         """A connection over a connection limit: count it, log it once a minute."""
         self.metrics.rejected(reason)
         assert self._loop is not None
-        now = self._loop.time()
-        if self._rejections_logged.get(address, -60.0) + 60.0 <= now:
-            if len(self._rejections_logged) > 10_000:
-                self._rejections_logged.clear()
-            self._rejections_logged[address] = now
-            log.warning("refused a connection from %s: %s", address, {
+        skipped = self._rejection_log.take(address, self._loop.time())
+        if skipped is not None:
+            log.warning("refused a connection from %s: %s%s", address, {
                 "total": f"{self.counts.total} connections open (max connections)",
                 "per_address": f"{self.counts.by_address[address]} connections from it "
                                "(max connections per address)",
-            }[reason])  # fmt: skip
+            }[reason], suppressed(skipped))  # fmt: skip
+
+    def log_closing(self, conn: Connection, reason: str) -> None:
+        """Why a connection is closed, at most 20 lines per client address per 10 s (a
+        client opening connection after connection to send bad frames must not flood
+        the log), the reason shortened (it may quote what the client sent)."""
+        now = self._loop.time() if self._loop is not None else 0.0
+        skipped = self._closing_log.take(conn.client_host or conn.peer, now)
+        if skipped is not None:
+            log.warning("closing connection from %s: %s%s", conn.peer, shown(reason, 300),
+                        suppressed(skipped))  # fmt: skip
 
     def account(self, conn: Connection, held: int) -> None:
         """`conn` now holds `held` buffered request bytes. Over the limit, the connection
@@ -554,16 +565,19 @@ class CoordinatorServer:
         self._rearm()
 
     def _log_refusal(self, principal: str, peer: str, denied: frozenset[Action]) -> None:
-        """Once per principal and refusal per minute: a refused client retrying in a
-        tight loop (kafka-python's FindCoordinator does) must not flood the log."""
+        """Once per principal and kind of refusal (operation and resource type, not the
+        names) per minute: a refused client retrying in a tight loop (kafka-python's
+        FindCoordinator does), or asking about thousands of made-up group ids, must not
+        flood the log nor fill memory. The names are shown shortened."""
         assert self._loop is not None
-        now, key = self._loop.time(), (principal, denied)
-        if self._refusals_logged.get(key, -REFUSAL_LOG_INTERVAL_S) + REFUSAL_LOG_INTERVAL_S > now:
+        kinds = frozenset((int(a.operation), int(a.resource_type)) for a in denied)
+        skipped = self._refusal_log.take((shown(principal), kinds), self._loop.time())
+        if skipped is None:
             return
-        if len(self._refusals_logged) > 10_000:
-            self._refusals_logged.clear()
-        self._refusals_logged[key] = now
-        log.info("%s (%s) refused %s", peer, principal, ", ".join(sorted(map(str, denied))))
+        what = sorted(f"{a.operation.name} {a.resource_type.name}:{shown(a.name)}" for a in denied)
+        log.info("%s (%s) refused %s%s", peer, shown(principal),
+                 ", ".join(what[:5]) + (", ..." if len(what) > 5 else ""),
+                 suppressed(skipped))  # fmt: skip
 
     def _authenticate(self, conn: Connection, frame: bytes) -> None:
         """SaslHandshake and SaslAuthenticate: the connection's business, not the core's.
@@ -609,7 +623,10 @@ class CoordinatorServer:
                 log.info("%s authenticated as %s (%s)%s", conn.peer, auth.authenticated,
                          session.mechanism, again)  # fmt: skip
         if close:
-            log.warning("refused %s: %s", conn.peer, why)
+            assert self._loop is not None
+            skipped = self._sasl_log.take(conn.client_host, self._loop.time())
+            if skipped is not None:
+                log.warning("refused %s: %s%s", conn.peer, shown(why, 300), suppressed(skipped))
             conn.answer_and_close(answer, why, FAILED_AUTHENTICATION_DELAY_S)
         else:
             conn.complete(answer)

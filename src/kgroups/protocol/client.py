@@ -35,7 +35,12 @@ from typing import Any, TypeVar
 
 from kgroups.protocol.apis import SUPPORTED, response_class
 from kgroups.protocol.extensions import RESPONSES
-from kgroups.protocol.frames import SIZE, skip_tagged_fields, writer_for
+from kgroups.protocol.frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    SIZE,
+    skip_tagged_fields,
+    writer_for,
+)
 from kgroups.protocol.tags import read_entity
 
 R = TypeVar("R")
@@ -171,6 +176,8 @@ class KafkaConnection:
         try:
             while True:
                 (size,) = SIZE.unpack(await self._reader.readexactly(4))
+                if not 4 <= size <= DEFAULT_MAX_FRAME_BYTES:
+                    raise ConnectionClosed(f"answer of {size} bytes from the server")
                 frame = await self._reader.readexactly(size)
                 correlation_id = int.from_bytes(frame[:4], "big", signed=True)
                 waiting = self._waiting.pop(correlation_id, None)

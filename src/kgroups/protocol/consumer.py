@@ -35,7 +35,7 @@ from kio.schema.consumer_protocol_subscription import v3 as s3
 from kgroups.protocol.build import build
 from kgroups.protocol.frames import writer_for
 from kgroups.protocol.groups import NO_GENERATION
-from kgroups.protocol.tags import reader_for
+from kgroups.protocol.tags import read_entity
 
 PROTOCOL_TYPE = "consumer"
 SUBSCRIPTION_VERSION = 3
@@ -105,7 +105,7 @@ def _read(classes: tuple[type, ...], data: bytes) -> tuple[int, Any]:
     (version,) = _I16.unpack_from(data, 0)
     cls = classes[_check_version(version)]
     try:
-        entity, _ = reader_for(cls)(memoryview(data), 2)
+        entity = read_entity(cls, memoryview(data), 2)
     except Exception as exc:  # kio raises various types on truncated or invalid input
         raise ConsumerProtocolError(f"cannot parse consumer protocol v{version}: {exc}") from exc
     return version, entity

@@ -27,6 +27,8 @@ from kio.serial._introspect import (
 )
 from kio.serial._parse import get_field_reader
 
+from kgroups.protocol import bounds
+
 _UNKNOWN_TAG = "Unknown tagged field"
 _READERS: dict[type, Any] = {}
 
@@ -65,7 +67,10 @@ def write_uvarint(value: int) -> bytes:
 def read_entity(cls: type, buf: bytes | memoryview, offset: int) -> Any:
     """The `cls` message at `offset` of `buf`, unknown tagged fields skipped as Kafka does.
 
-    Anything else kio cannot read raises what kio raised."""
+    Every count and length is checked against the bytes remaining first
+    (`bounds.check`, raising `LengthOutOfBounds`); anything else kio cannot read raises
+    what kio raised."""
+    bounds.check(cls, buf, offset)
     reader = reader_for(cls)
     try:
         return reader(buf, offset)[0]

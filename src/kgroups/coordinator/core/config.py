@@ -39,6 +39,11 @@ class CoordinatorConfig:
     max_groups_per_principal: int = 1000
     """Groups one authenticated principal may create; more get POLICY_VIOLATION (kgroups'
     own limit, see `ownership.py`; Kafka has none). 0: no limit."""
+    max_group_record_bytes: int = 1_048_588
+    """The largest group record (its members' ids, protocol metadata and assignments):
+    Kafka's message.max.bytes, the bound a group's record in __consumer_offsets meets. A
+    JoinGroup that would pass it gets UNKNOWN_SERVER_ERROR, and so does a leader's
+    SyncGroup whose assignment would (Kafka's answer when the record is too large)."""
     fetch_max_wait_ms: int = 30_000
     """Upper bound on how long a Fetch long-poll is held, whatever the client asks."""
 
@@ -60,5 +65,7 @@ class CoordinatorConfig:
             raise ValueError("offsets_retention_check_interval_ms must be >= 1")
         if self.max_groups_per_principal < 0:
             raise ValueError("max_groups_per_principal must be >= 0")
+        if self.max_group_record_bytes < 1024:
+            raise ValueError("max_group_record_bytes must be >= 1024")
         if self.num_partitions < 1:
             raise ValueError("num_partitions must be >= 1")

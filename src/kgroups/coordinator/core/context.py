@@ -19,6 +19,7 @@ from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_cluster import Node
 from kgroups.coordinator.core.records import OffsetValue
 from kgroups.coordinator.core.timers import KeyedTimers
+from kgroups.shown import LogBudget
 
 
 def _random_member_id(prefix: str) -> str:
@@ -61,6 +62,8 @@ class Core:
     out: Outbox = field(default_factory=Outbox)
     now_ms: int = 0
     """The time of the call in progress, in epoch milliseconds."""
+    quiet: LogBudget = field(default_factory=lambda: LogBudget(60.0, burst=5))
+    """Log lines a client can cause (a refused oversized join) are kept to this budget."""
 
 
 def heartbeat_key(group_id: str, member_id: str) -> str:

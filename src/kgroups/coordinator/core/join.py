@@ -7,18 +7,30 @@ member until the join phase completes in `rebalance.complete_join`.
 
 from __future__ import annotations
 
+import logging
+
 from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core, heartbeat_key
 from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.group_configs import group_config
-from kgroups.coordinator.core.model import Group, Member
+from kgroups.coordinator.core.model import (
+    GROUP_RECORD_OVERHEAD,
+    MEMBER_RECORD_OVERHEAD,
+    Group,
+    Member,
+)
 from kgroups.coordinator.core.msg_group import JoinGroupRequest, JoinGroupResponse, RequestContext
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
 from kgroups.security.actions import Operation
+from kgroups.shown import shown, suppressed
 
+log = logging.getLogger("kgroups.coordinator")
+
+NEW_ID_SUFFIX = "0" * 36
+"""Stands for the UUID a new member's id will end with, in size estimates."""
 MEMBER_ID_REQUIRED_FROM = 4
 """JoinGroup versions from which a new dynamic member must rejoin with its id (KIP-394)."""
 SKIP_ASSIGNMENT_FROM = 9
@@ -48,6 +60,8 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
 
     unknown = req.member_id == ""
     group = core.groups.get(req.group_id)
+    if _record_too_large(core, ctx, req, group):
+        return fail(ErrorCode.unknown_server_error)
     created = False
     if group is None:
         if not unknown:
@@ -71,6 +85,46 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
         # Make the new group durable, as Kafka does, so it survives a restart.
         rb.persist(core, group)
     return None
+
+
+def _record_too_large(
+    core: Core, ctx: RequestContext, req: JoinGroupRequest, group: Group | None
+) -> bool:
+    """Would this join make the group's record larger than `max_group_record_bytes`?
+
+    Kafka finds out when the leader's SyncGroup writes the record, and fails the whole
+    group's sync (UNKNOWN_SERVER_ERROR), round after round. Here the member whose join
+    would pass the bound is refused with that error instead, and the group carries on.
+    A join that does not grow the record (the same metadata again) is never refused."""
+    existing = None
+    if group is not None:
+        existing = group.members.get(req.member_id)
+        if existing is None and req.group_instance_id is not None:
+            existing = group.members.get(group.static_members.get(req.group_instance_id, ""))
+    before = existing.record_bytes() if existing is not None else 0
+    member_id = req.member_id or f"{req.group_instance_id or ctx.client_id}-{NEW_ID_SUFFIX}"
+    after = (
+        MEMBER_RECORD_OVERHEAD
+        + len(member_id)
+        + len(req.group_instance_id or "")
+        + len(ctx.client_id)
+        + len(ctx.client_host)
+        + sum(len(p.name) + len(p.metadata) for p in req.protocols)
+        + (len(existing.assignment) if existing is not None else 0)
+    )
+    total = (group.record_bytes() if group is not None else GROUP_RECORD_OVERHEAD) - before
+    total += after + (0 if group is not None else len(req.group_id))
+    limit = core.config.max_group_record_bytes
+    if after <= before or total <= limit:
+        return False
+    skipped = core.quiet.take(("oversized join", shown(req.group_id)), core.now_ms / 1000)
+    if skipped is not None:
+        log.warning(
+            "refused a JoinGroup to group %s from %s: its %d bytes of member data would "
+            "make the group's record %d bytes, over max_group_record_bytes (%d)%s",
+            shown(req.group_id), shown(ctx.client_id), after, total, limit, suppressed(skipped),
+        )  # fmt: skip
+    return True
 
 
 def _accept_joining_member(core: Core, group: Group, member_id: str) -> bool:

@@ -29,6 +29,10 @@ from kgroups.protocol.consumer import subscription_topics
 from kgroups.protocol.errors import ErrorCode, GroupError
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+MEMBER_RECORD_OVERHEAD = 64
+"""A member's fixed-size fields and framing in a group record, roughly."""
+GROUP_RECORD_OVERHEAD = 128
+"""A group record's fixed-size fields and framing, roughly."""
 
 
 @dataclass(slots=True, eq=False)
@@ -101,6 +105,19 @@ class Member:
             assignment=value.assignment,
         )
 
+    def record_bytes(self) -> int:
+        """About what this member adds to its group's record: its ids, its protocols'
+        names and metadata, its assignment (bounded by `max_group_record_bytes`)."""
+        return (
+            MEMBER_RECORD_OVERHEAD
+            + len(self.member_id)
+            + len(self.group_instance_id or "")
+            + len(self.client_id)
+            + len(self.client_host)
+            + sum(len(p.name) + len(p.metadata) for p in self.protocols)
+            + len(self.assignment)
+        )
+
     def has_satisfied_heartbeat(self) -> bool:
         """A parked member is alive by definition, unless it has never completed a join."""
         if self.is_new:
@@ -135,6 +152,8 @@ class Group:
     """When the current rebalance began (for metrics and status), None when not rebalancing."""
     owner: str | None = None
     """The principal that created the group, if counted (groups per principal)."""
+    member_bytes: int = 0
+    """The sum of the members' `record_bytes`, kept as members come, change and go."""
 
     # -- state ---------------------------------------------------------------------------
 
@@ -173,6 +192,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.member_bytes += member.record_bytes()
         self.supported_protocols.update(p.name for p in member.protocols)
         member.awaiting_join = join_ref
         if join_ref is not None:
@@ -183,6 +203,7 @@ class Group:
         """Drop a member (or a pending member); answer anything it still had parked."""
         removed = self.members.pop(member_id, None)
         if removed is not None:
+            self.member_bytes -= removed.record_bytes()
             self.supported_protocols.subtract(p.name for p in removed.protocols)
             if removed.awaiting_join is not None:
                 out.reply(
@@ -212,7 +233,9 @@ class Group:
         out: Outbox,
     ) -> None:
         self.supported_protocols.subtract(p.name for p in member.protocols)
+        self.member_bytes -= member.record_bytes()
         member.protocols = protocols
+        self.member_bytes += member.record_bytes()
         self.supported_protocols.update(p.name for p in protocols)
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -236,6 +259,7 @@ class Group:
     ) -> Member:
         """Give a static member a new id, fencing whatever the old id had parked (KIP-345)."""
         old = self.members.pop(old_member_id)
+        self.member_bytes -= old.record_bytes()
         if old.awaiting_join is not None:
             out.reply(
                 old.awaiting_join,
@@ -256,6 +280,7 @@ class Group:
             assignment=old.assignment,
         )
         self.members[new_member_id] = new
+        self.member_bytes += new.record_bytes()
         if self.is_leader(old_member_id):
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id
@@ -263,6 +288,14 @@ class Group:
             del self.pending_sync[old_member_id]
             self.pending_sync[new_member_id] = None
         return new
+
+    def set_assignment(self, member: Member, assignment: bytes) -> None:
+        self.member_bytes += len(assignment) - len(member.assignment)
+        member.assignment = assignment
+
+    def record_bytes(self) -> int:
+        """About the size of this group's record (see `Member.record_bytes`)."""
+        return GROUP_RECORD_OVERHEAD + len(self.group_id) + self.member_bytes
 
     def validate_member(self, member_id: str, instance_id: str | None) -> Member:
         """The member, or UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID as Kafka checks them."""

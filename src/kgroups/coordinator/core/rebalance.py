@@ -27,6 +27,7 @@ from kgroups.coordinator.core.msg_group import JoinGroupResponse, SyncGroupRespo
 from kgroups.coordinator.core.records import GroupRecord, GroupValue
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode
+from kgroups.shown import shown
 
 log = logging.getLogger("kgroups.coordinator.group")
 
@@ -97,7 +98,8 @@ def expire_heartbeat(core: Core, group_id: str, member_id: str) -> None:
     member = group.members.get(member_id)
     if member is None or member.has_satisfied_heartbeat():
         return
-    log.info("member %s in group %s has failed, removing it from the group", member_id, group_id)
+    log.info("member %s in group %s has failed, removing it from the group", shown(member_id),
+             shown(group_id))  # fmt: skip
     core.out.observations.append(SessionExpired(group_id))
     remove_member_and_update(
         core,
@@ -137,10 +139,10 @@ def prepare_rebalance(core: Core, group: Group, reason: str, cause: RebalanceRea
     `reason` is for the log (it names members); `cause` is its category, for metrics."""
     log.info(
         "preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
-        group.group_id,
+        shown(group.group_id),
         group.state.value,
         group.generation_id,
-        reason,
+        shown(reason, 600),
     )
     if group.state is COMPLETING:
         reset_and_propagate_assignment_with_error(core, group, ErrorCode.rebalance_in_progress)
@@ -228,8 +230,8 @@ def complete_join(core: Core, group: Group) -> None:
     if dropped:
         log.info(
             "group %s removed dynamic members who have not rejoined: %s",
-            group.group_id,
-            [m.member_id for m in dropped],
+            shown(group.group_id),
+            shown([m.member_id for m in dropped], 600),
         )
     if not group.maybe_elect_new_joined_leader() and group.members:
         # Only static members that have not rejoined remain: wait for them (or for their
@@ -240,15 +242,16 @@ def complete_join(core: Core, group: Group) -> None:
     group.init_next_generation(core.now_ms)
     persist(core, group)
     if group.state is GroupState.EMPTY:
-        log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+        log.info("group %s with generation %d is now empty", shown(group.group_id),
+                 group.generation_id)  # fmt: skip
         group.rebalance_started_ms = None
         return
     core.out.observations.append(JoinPhaseCompleted(group.group_id, join_ms))
     log.info(
         "stabilized group %s generation %d (protocol %s) with %d members",
-        group.group_id,
+        shown(group.group_id),
         group.generation_id,
-        group.protocol_name,
+        shown(group.protocol_name),
         len(group.members),
     )
     members = group.current_members()
@@ -316,14 +319,14 @@ def remove_pending_sync_member(core: Core, group: Group, member_id: str) -> None
 def reset_and_propagate_assignment_with_error(core: Core, group: Group, error: ErrorCode) -> None:
     assert group.state is COMPLETING, group.state
     for member in group.members.values():
-        member.assignment = b""
+        group.set_assignment(member, b"")
     propagate_assignment(core, group, error)
 
 
 def set_and_propagate_assignment(core: Core, group: Group, assignment: dict[str, bytes]) -> None:
     assert group.state is COMPLETING, group.state
     for member in group.members.values():
-        member.assignment = assignment.get(member.member_id, b"")
+        group.set_assignment(member, assignment.get(member.member_id, b""))
     propagate_assignment(core, group, ErrorCode.none)
 
 

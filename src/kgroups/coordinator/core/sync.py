@@ -7,15 +7,20 @@ parked answer leaves only once the assignment is durable.
 
 from __future__ import annotations
 
+import logging
+
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core
-from kgroups.coordinator.core.effects import RebalanceCompleted
+from kgroups.coordinator.core.effects import RebalanceCompleted, RebalanceReason
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_group import RequestContext, SyncGroupRequest, SyncGroupResponse
 from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
 from kgroups.security.actions import Operation
+from kgroups.shown import shown, suppressed
+
+log = logging.getLogger("kgroups.coordinator")
 
 PROTOCOL_IN_SYNC_FROM = 5
 """SyncGroup versions that must carry ProtocolType and ProtocolName (KIP-559)."""
@@ -47,6 +52,17 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
         rb.remove_pending_sync_member(core, group, req.member_id)
         if group.is_leader(req.member_id):
             assignment = dict(req.assignments)
+            if _record_too_large(core, group, assignment):
+                # Kafka: the record cannot be written, every parked sync fails and the
+                # group rebalances.
+                rb.reset_and_propagate_assignment_with_error(
+                    core, group, ErrorCode.unknown_server_error
+                )
+                rb.maybe_prepare_rebalance_or_complete_join(
+                    core, group, "the leader's assignment makes the group's record too large",
+                    RebalanceReason.OVER_CAPACITY,
+                )  # fmt: skip
+                return
             rb.set_and_propagate_assignment(core, group, assignment)
             sync_ms = core.now_ms - group.state_timestamp_ms
             group.transition_to(GroupState.STABLE, core.now_ms)
@@ -77,6 +93,22 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
                 assignment=member.assignment,
             ),
         )
+
+
+def _record_too_large(core: Core, group: Group, assignment: dict[str, bytes]) -> bool:
+    """Would the group's record, with this assignment, pass `max_group_record_bytes`?"""
+    now = sum(len(m.assignment) for m in group.members.values())
+    new = sum(len(assignment.get(member_id, b"")) for member_id in group.members)
+    total = group.record_bytes() - now + new
+    limit = core.config.max_group_record_bytes
+    if total <= limit:
+        return False
+    skipped = core.quiet.take(("oversized assignment", shown(group.group_id)), core.now_ms / 1000)
+    if skipped is not None:
+        log.warning("group %s: the leader's assignment would make its record %d bytes, over "
+                    "max_group_record_bytes (%d); every member's SyncGroup fails%s",
+                    shown(group.group_id), total, limit, suppressed(skipped))  # fmt: skip
+    return True
 
 
 def _validate(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> Group:
