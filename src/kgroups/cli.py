@@ -239,6 +239,20 @@ def coordinator(
             "before the connection adding bytes is no longer read."
         ),
     ] = LIMITS.max_buffered_bytes,
+    authentication_timeout_ms: Annotated[
+        int,
+        typer.Option(help="A connection on a SASL listener not authenticated by then is closed."),
+    ] = LIMITS.authentication_timeout_ms,
+    failed_authentications_per_s: Annotated[
+        float,
+        typer.Option(
+            help="Failed authentications per client address per second (after a burst of "
+            "--failed-authentications-burst); more attempts wait."
+        ),
+    ] = LIMITS.failed_authentications_per_s,
+    failed_authentications_burst: Annotated[
+        int, typer.Option(help="Failed authentications one address may make at once.")
+    ] = LIMITS.failed_authentications_burst,
     join_rate: Annotated[
         float,
         typer.Option(help="JoinGroup requests per second per principal; more wait (0: no limit)."),
@@ -293,7 +307,8 @@ def coordinator(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     limits = Limits(max_connections, max_connections_per_address, connections_max_idle_ms,
-                    max_buffered_bytes, join_rate, commit_rate)  # fmt: skip
+                    max_buffered_bytes, join_rate, commit_rate, authentication_timeout_ms,
+                    failed_authentications_per_s, failed_authentications_burst)  # fmt: skip
     try:
         limits.validate()
     except ValueError as exc:

@@ -108,7 +108,18 @@ class Connection(asyncio.Protocol):
             if security.tls is not None:
                 principal = certificate_principal(transport.get_extra_info("peercert"))
             self.session = Session(security.sasl, principal or ANONYMOUS)
+            if self.session.principal is None:
+                timeout_s = self.server.settings.limits.authentication_timeout_ms / 1000
+                self.call_later(timeout_s, self._authentication_deadline)
         self.server.connections.add(self)
+
+    def _authentication_deadline(self) -> None:
+        """A SASL listener's connection must authenticate in time: otherwise a client
+        sending ApiVersions forever would hold a connection slot forever."""
+        if self.session.principal is None and not self.closed:
+            self.server.metrics.unauthenticated_closed()
+            limit_ms = self.server.settings.limits.authentication_timeout_ms
+            self.close_after_answers(f"did not authenticate within {limit_ms} ms")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -107,8 +107,9 @@ def _held(group: Group) -> set[tuple[str, int]]:
 
 
 REJECT_REASONS = ("total", "per_address")
-RATED = ("JoinGroup", "OffsetCommit")
-"""The APIs with a per-principal rate."""
+RATED = ("JoinGroup", "OffsetCommit", "SaslAuthenticate")
+"""The APIs with a rate: per principal, and SaslAuthenticate per client address
+(failed authentications, `limits.FailureBudget`)."""
 
 
 @dataclass(slots=True)
@@ -130,6 +131,7 @@ class _Tallies:
     write_records: Histo = field(default_factory=lambda: Histo(BATCH_BUCKETS))
     rejected: Tally[str] = field(default_factory=lambda: Tally(dict.fromkeys(REJECT_REASONS, 0)))
     idle_closed: int = 0
+    unauthenticated_closed: int = 0
     memory_pauses: int = 0
     authentications: Tally[str] = field(
         default_factory=lambda: Tally(dict.fromkeys(("success", "failure"), 0))
@@ -232,6 +234,12 @@ class CoordinatorMetrics(Collector):
 
     def idle_closed(self) -> None:
         self._t.idle_closed += 1
+
+    def unauthenticated_closed(self) -> None:
+        self._t.unauthenticated_closed += 1
+
+    def authentication_delayed(self, seconds: float) -> None:
+        self.throttled("SaslAuthenticate", seconds)
 
     def paused_for_memory(self) -> None:
         self._t.memory_pauses += 1
@@ -422,6 +430,11 @@ class CoordinatorMetrics(Collector):
             "Connections closed after connections.max.idle.ms without a request.",
             value=t.idle_closed,
         )
+        yield CounterMetricFamily(
+            "kgroups_connections_unauthenticated_closed",
+            "Connections on SASL listeners closed for not authenticating in time.",
+            value=t.unauthenticated_closed,
+        )
         yield GaugeMetricFamily(
             "kgroups_buffered_request_bytes",
             "Bytes of requests received but not handled yet, partial frames included.",
@@ -440,7 +453,8 @@ class CoordinatorMetrics(Collector):
                        "resource_type", t.refusals)  # fmt: skip
         yield _counted(
             "kgroups_requests_throttled",
-            "Requests delayed for going over their principal's rate (JoinGroup, OffsetCommit).",
+            "Requests delayed for going over their principal's rate (JoinGroup, OffsetCommit), "
+            "or their address's failed authentications (SaslAuthenticate).",
             "api", t.throttled,
         )  # fmt: skip
         yield _counted("kgroups_request_throttle_seconds",

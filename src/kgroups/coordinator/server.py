@@ -32,7 +32,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +58,7 @@ from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
 from kgroups.coordinator.core.records import Record
 from kgroups.coordinator.limits import (
     ConnectionCounts,
+    FailureBudget,
     Limits,
     RateLimiter,
 )
@@ -83,7 +84,8 @@ from kgroups.protocol.frames import (
     peek_header,
 )
 from kgroups.security.actions import Action
-from kgroups.security.sasl import ANONYMOUS
+from kgroups.security.sasl import ANONYMOUS, Compute
+from kgroups.security.session import AuthenticateAnswer
 from kgroups.shown import LogBudget, shown, suppressed
 
 log = logging.getLogger("kgroups.coordinator")
@@ -206,6 +208,10 @@ class CoordinatorServer:
             settings.data_dir, synchronous=settings.synchronous
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-store")
+        self._kdf = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-kdf")
+        """Password key derivations (PLAIN), one at a time, off the event loop."""
+        self._attempts = FailureBudget(limits.failed_authentications_per_s,
+                                       limits.failed_authentications_burst)  # fmt: skip
         self._loop: asyncio.AbstractEventLoop | None = None
         self._epoch_offset_ms = 0
         self._refs = itertools.count(1)
@@ -405,6 +411,7 @@ class CoordinatorServer:
                 await listener.server.wait_closed()
         await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
         self._executor.shutdown(wait=True)
+        self._kdf.shutdown(wait=False, cancel_futures=True)
         self._stopped.set()
 
     def _cancel_background(self) -> None:
@@ -581,8 +588,9 @@ class CoordinatorServer:
 
     def _authenticate(self, conn: Connection, frame: bytes) -> None:
         """SaslHandshake and SaslAuthenticate: the connection's business, not the core's.
-        A SaslAuthenticate whose mechanism needs I/O first (an OAUTHBEARER token signed by
-        a key not fetched yet, a TokenReview) waits for it; the connection's later
+        A SaslAuthenticate waits for its address's turn (`FailureBudget`) and for what
+        its mechanism needs first (an OAUTHBEARER key not fetched yet, a TokenReview);
+        a password check runs on the key-derivation thread. The connection's later
         requests wait behind it, as behind any request."""
         try:
             request = parse_request(frame)
@@ -590,20 +598,33 @@ class CoordinatorServer:
             conn.abort(f"bad SASL request: {exc}")
             return
         if request.api_key == ApiKey.SASL_AUTHENTICATE:
+            assert self._loop is not None
+            delay = self._attempts.take(conn.client_host, self._loop.time())
             waiting = self.security.prepare(conn.session.authenticating_with,
                                             bytes(request.body.auth_bytes))  # fmt: skip
-            if waiting is not None:
-                assert self._loop is not None
-                task = self._loop.create_task(self._authenticate_after(waiting, conn, request))
-                self._authorizing.add(task)
-                task.add_done_callback(self._authorizing.discard)
+            if delay > 0 or waiting is not None:
+                self._keep(self._authenticate_after(delay, waiting, conn, request))
                 return
         self._answer_sasl(conn, request)
 
-    async def _authenticate_after(self, waiting: Awaitable[None], conn: Connection,
-                                  request: Request) -> None:  # fmt: skip
-        await waiting
-        if not (conn.closed or self.failure is not None or self.stopped):
+    def _keep(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` as a task kept (and cancelled on stop) with authorizations."""
+        assert self._loop is not None
+        task = self._loop.create_task(work)
+        self._authorizing.add(task)
+        task.add_done_callback(self._authorizing.discard)
+
+    def _serving(self, conn: Connection) -> bool:
+        return not (conn.closed or self.failure is not None or self.stopped)
+
+    async def _authenticate_after(self, delay: float, waiting: Awaitable[None] | None,
+                                  conn: Connection, request: Request) -> None:  # fmt: skip
+        if delay > 0:
+            self.metrics.authentication_delayed(delay)
+            await asyncio.sleep(delay)
+        if waiting is not None:
+            await waiting
+        if self._serving(conn):
             self._answer_sasl(conn, request)
 
     def _answer_sasl(self, conn: Connection, request: Request) -> None:
@@ -611,17 +632,38 @@ class CoordinatorServer:
         if request.api_key == ApiKey.SASL_HANDSHAKE:
             hs = session.handshake(body.mechanism, request.api_version)
             answer = handshake_frame(request.api_version, request.correlation_id, hs)
-            close, why = hs.close, f"SASL handshake refused ({hs.error.name})"
-        else:
-            auth = session.authenticate(bytes(body.auth_bytes), self.now_ms())
-            answer = authenticate_frame(request.api_version, request.correlation_id, auth)
-            close, why = auth.close, f"SASL authentication failed: {auth.message}"
-            if auth.authenticated is not None or auth.close:
-                self.metrics.authenticated(auth.authenticated is not None)
-            if auth.authenticated is not None:
-                again = " again" if session.reauthentications else ""
-                log.info("%s authenticated as %s (%s)%s", conn.peer, auth.authenticated,
-                         session.mechanism, again)  # fmt: skip
+            self._send_sasl(conn, answer, hs.close, f"SASL handshake refused ({hs.error.name})")
+            return
+        auth = session.authenticate(bytes(body.auth_bytes), self.now_ms())
+        if auth.compute is not None:
+            self._keep(self._compute_then_answer(conn, request, auth.compute))
+            return
+        self._answer_authenticate(conn, request, auth)
+
+    async def _compute_then_answer(self, conn: Connection, request: Request,
+                                   compute: Compute) -> None:  # fmt: skip
+        """A password's key derivation, on the one key-derivation thread: never on the
+        event loop (hashlib releases the GIL), never more than one at a time."""
+        assert self._loop is not None
+        result = await self._loop.run_in_executor(self._kdf, compute.work)
+        if self._serving(conn):
+            self._answer_authenticate(conn, request, conn.session.finish(result, self.now_ms()))
+
+    def _answer_authenticate(self, conn: Connection, request: Request,
+                             auth: AuthenticateAnswer) -> None:  # fmt: skip
+        session = conn.session
+        answer = authenticate_frame(request.api_version, request.correlation_id, auth)
+        if auth.authenticated is not None or auth.close:
+            self.metrics.authenticated(auth.authenticated is not None)
+        if auth.authenticated is not None:
+            assert self._loop is not None
+            self._attempts.succeeded(conn.client_host, self._loop.time())
+            again = " again" if session.reauthentications else ""
+            log.info("%s authenticated as %s (%s)%s", conn.peer, shown(auth.authenticated),
+                     session.mechanism, again)  # fmt: skip
+        self._send_sasl(conn, answer, auth.close, f"SASL authentication failed: {auth.message}")
+
+    def _send_sasl(self, conn: Connection, answer: bytes, close: bool, why: str) -> None:
         if close:
             assert self._loop is not None
             skipped = self._sasl_log.take(conn.client_host, self._loop.time())
@@ -759,6 +801,7 @@ class CoordinatorServer:
             log.exception("could not write what earlier requests queued")
         finally:
             self._executor.shutdown(wait=False)
+            self._kdf.shutdown(wait=False, cancel_futures=True)
             self._stopped.set()
 
     # -- timers --------------------------------------------------------------------------

@@ -96,33 +96,78 @@ def scram_credential(
     return ScramCredential(salt, iterations, stored, server)
 
 
+PLAIN_ORDER = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+"""Which of a user's SCRAM credentials a PLAIN password is checked against."""
+
+
 @dataclass(frozen=True, slots=True)
 class UserCredentials:
-    """One user's entry: SCRAM credentials by mechanism name, and for a user given a
-    password, the password's SHA-256 (PLAIN compares digests, so lengths do not leak)."""
+    """One user's entry: SCRAM credentials by mechanism name (a user given a password
+    has both, derived at load)."""
 
     scram: Mapping[str, ScramCredential]
-    password_digest: bytes | None = field(default=None, repr=False)
 
     @classmethod
     def from_password(cls, password: str) -> UserCredentials:
-        scram = {m: scram_credential(password, m) for m in SCRAM_HASHES}
-        digest = hashlib.sha256(password.encode()).digest()
-        return cls(MappingProxyType(scram), digest)
+        return cls(MappingProxyType({m: scram_credential(password, m) for m in SCRAM_HASHES}))
+
+    def plain_credential(self) -> tuple[str, ScramCredential] | None:
+        """(mechanism, credential) a PLAIN password is checked against."""
+        for mechanism in PLAIN_ORDER:
+            if mechanism in self.scram:
+                return mechanism, self.scram[mechanism]
+        return None
 
     def verify_password(self, password: str) -> bool:
-        """PLAIN's check, in constant time for a given password length."""
-        if self.password_digest is not None:
-            digest = hashlib.sha256(password.encode()).digest()
-            return hmac.compare_digest(digest, self.password_digest)
-        for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
-            if mechanism in self.scram:
-                return self.scram[mechanism].matches(password, mechanism)
-        return False
+        """PLAIN's check: derive the StoredKey from `password` (PBKDF2, the cost a SCRAM
+        client pays) and compare. Every user, and every unknown user (`decoy`), costs
+        the same, so the time an answer takes does not say who exists."""
+        found = self.plain_credential()
+        return found is not None and found[1].matches(password, found[0])
 
 
 Credentials: TypeAlias = Mapping[str, UserCredentials]
 """Username -> credentials, as loaded (read-only)."""
+
+
+def typical(credentials: Credentials, mechanism: str) -> tuple[int, int]:
+    """(iterations, salt length) of most users' `mechanism` credentials (the larger on a
+    tie; MIN_ITERATIONS and SALT_BYTES when nobody has one): what an unknown user's
+    decoy shows, so that neither the iteration count nor the salt says who exists."""
+    counts: dict[tuple[int, int], int] = {}
+    for user in credentials.values():
+        credential = user.scram.get(mechanism)
+        if credential is not None:
+            shape = (credential.iterations, len(credential.salt))
+            counts[shape] = counts.get(shape, 0) + 1
+    if not counts:
+        return MIN_ITERATIONS, SALT_BYTES
+    return max(counts, key=lambda shape: (counts[shape], shape))
+
+
+def plain_mechanism(credentials: Credentials) -> str:
+    """The mechanism most users' PLAIN passwords are checked against (`PLAIN_ORDER`)."""
+    counts = dict.fromkeys(PLAIN_ORDER, 0)
+    for user in credentials.values():
+        found = user.plain_credential()
+        if found is not None:
+            counts[found[0]] += 1
+    return max(PLAIN_ORDER, key=lambda m: counts[m])
+
+
+def decoy(
+    credentials: Credentials, mechanism: str, secret: bytes, username: str
+) -> ScramCredential:
+    """A stable credential for a user that does not exist (or lacks `mechanism`): keyed
+    by a per-server `secret`, so the same name always gets the same salt, shaped like
+    most users' (`typical`), matched by no password or proof."""
+
+    def derive(label: bytes) -> bytes:
+        return scram_hmac(mechanism, secret, label + b"\0" + username.encode())
+
+    iterations, salt_bytes = typical(credentials, mechanism)
+    salt = (derive(b"salt") + derive(b"salt2"))[:salt_bytes]
+    return ScramCredential(salt, iterations, derive(b"stored"), derive(b"server"))
 
 
 def load_credentials(text: str) -> Credentials:

@@ -31,12 +31,13 @@ class Sources:
     """Read at every new exchange (the current Secret)."""
     nonce: NonceFactory = random_nonce
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
-    """Keys SCRAM's fake salts for unknown users: one per server, so they stay stable."""
+    """Keys the decoy credentials of unknown users (SCRAM's salts, PLAIN's checks): one
+    per server, so they stay stable."""
     token_verifier: TokenVerifier | None = None
 
 
 def _plain(name: str, sources: Sources) -> MechanismFactory:
-    return lambda: PlainServer(sources.credentials())
+    return lambda: PlainServer(sources.credentials(), secret=sources.secret)
 
 
 def _scram(name: str, sources: Sources) -> MechanismFactory:

@@ -4,13 +4,18 @@ One message, `authzid NUL authcid NUL passwd` in UTF-8, answered with nothing or
 refusal. The password crosses the wire, so PLAIN belongs on a TLS listener; it is here
 because every Kafka client speaks it. The messages are Kafka's, word for word, so tools
 and runbooks written against a broker read the same; a wrong password and an unknown user
-get the same one.
+get the same one, after the same work: the password is checked by deriving a SCRAM
+StoredKey from it (PBKDF2), for an unknown user against a decoy shaped like most users'
+credentials, and that derivation is handed back as `Compute` so that the server runs it
+off its event loop.
 """
 
 from __future__ import annotations
 
-from kgroups.security.credentials import Credentials
-from kgroups.security.sasl import Authenticated, AuthenticationFailed, Principal
+import secrets
+
+from kgroups.security.credentials import Credentials, decoy, plain_mechanism
+from kgroups.security.sasl import Authenticated, AuthenticationFailed, Compute, Principal
 
 INVALID = "Authentication failed: Invalid username or password"
 OTHER_AUTHZID = (
@@ -23,11 +28,13 @@ class PlainServer:
 
     name: str = "PLAIN"
 
-    def __init__(self, credentials: Credentials) -> None:
+    def __init__(self, credentials: Credentials, *, secret: bytes | None = None) -> None:
+        """`secret` keys the decoys of unknown users (see `credentials.decoy`)."""
         self._credentials = credentials
+        self._secret = secret if secret is not None else secrets.token_bytes(32)
         self._used = False
 
-    def step(self, token: bytes, now_ms: int) -> Authenticated:
+    def step(self, token: bytes, now_ms: int) -> Compute:
         if self._used:
             raise AuthenticationFailed("Authentication failed: the PLAIN exchange is over")
         self._used = True
@@ -46,9 +53,18 @@ class PlainServer:
         if not password:
             raise AuthenticationFailed("Authentication failed: password not specified")
         user = self._credentials.get(username)
-        if user is None or not user.verify_password(password):
-            raise AuthenticationFailed(INVALID)
-        # Checked after the password, as Kafka does: only a real user learns this.
-        if authzid and authzid != username:
-            raise AuthenticationFailed(OTHER_AUTHZID)
-        return Authenticated(Principal(username))
+        found = user.plain_credential() if user is not None else None
+        if found is None:  # unknown: the same derivation, against a decoy no password matches
+            mechanism = plain_mechanism(self._credentials)
+            found = mechanism, decoy(self._credentials, mechanism, self._secret, username)
+        mechanism, credential = found
+
+        def then(matched: object) -> Authenticated:
+            if not matched:
+                raise AuthenticationFailed(INVALID)
+            # Checked after the password, as Kafka does: only a real user learns this.
+            if authzid and authzid != username:
+                raise AuthenticationFailed(OTHER_AUTHZID)
+            return Authenticated(Principal(username))
+
+        return Compute(lambda: credential.matches(password, mechanism), then)

@@ -4,7 +4,9 @@ Kafka's SaslAuthenticate carries one opaque token each way per round; a mechanis
 client's token and the time, and answers with one of: a `Challenge` (send these bytes and
 expect another token), `Authenticated` (the principal, the last bytes to send, and how long
 the credential itself stays valid), or raises `AuthenticationFailed` with a message the
-client may see (never a secret, never which half of a user/password pair was wrong).
+client may see (never a secret, never which half of a user/password pair was wrong). A
+mechanism whose check is slow (PLAIN's key derivation) answers `Compute` instead: the
+caller runs the work off the event loop and finishes the step with its result.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ class Authenticated:
     passwords. The session lasts no longer than this (KIP-368)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """Work too slow for the event loop (a password's key derivation): the caller runs
+    `work()` elsewhere (a thread, with bounded concurrency), then hands its result to
+    `then`, which answers as `step` would (a Challenge, Authenticated, or raises
+    AuthenticationFailed)."""
+
+    work: Callable[[], object]
+    then: Callable[[object], Challenge | Authenticated]
+
+
 class AuthenticationFailed(Exception):
     """The client failed to authenticate; str(exc) is what the client is told."""
 
@@ -57,9 +70,18 @@ class ServerMechanism(Protocol):
 
     name: str
 
-    def step(self, token: bytes, now_ms: int) -> Challenge | Authenticated:
+    def step(self, token: bytes, now_ms: int) -> Challenge | Authenticated | Compute:
         """Take the client's next token. Raises AuthenticationFailed."""
         ...
 
 
 MechanismFactory = Callable[[], ServerMechanism]
+
+
+def step_now(mechanism: ServerMechanism, token: bytes, now_ms: int) -> Challenge | Authenticated:
+    """`mechanism.step`, with any `Compute` work done at once, in this thread: for callers
+    with no event loop to keep free (tests, a one-shot check)."""
+    step = mechanism.step(token, now_ms)
+    if isinstance(step, Compute):
+        return step.then(step.work())
+    return step

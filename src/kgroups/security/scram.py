@@ -10,8 +10,9 @@ server that merely relays can log in later. Two rounds:
     server-final   v=<server signature>
 
 An unknown user gets a server-first like any other, with a salt derived from the user name
-and a per-server secret, so the salt is stable across attempts and the exchange fails only
-at the proof, with the message a wrong password gets: the reply never says who exists.
+and a per-server secret, so the salt is stable across attempts, and with the iteration
+count and salt length most users have (`credentials.decoy`); the exchange fails only at
+the proof, with the message a wrong password gets: the reply never says who exists.
 As in Kafka, channel binding is not offered, an authorization id must be the user itself,
 and the `tokenauth` extension (delegation tokens) is refused here because kgroups has none.
 Anything malformed fails the exchange with a short reason; no other exception escapes.
@@ -28,11 +29,10 @@ import secrets
 from collections.abc import Callable
 
 from kgroups.security.credentials import (
-    MIN_ITERATIONS,
-    SALT_BYTES,
     SCRAM_HASHES,
     Credentials,
     ScramCredential,
+    decoy,
     scram_hash,
     scram_hmac,
 )
@@ -203,13 +203,8 @@ class ScramServer:
         credential = user.scram.get(self.name) if user is not None else None
         if credential is not None:
             return credential
-
-        # Unknown (or without this mechanism): a stable fake that no proof matches.
-        def derive(label: bytes) -> bytes:
-            return scram_hmac(self.name, self._secret, label + b"\0" + username.encode())
-
-        salt = derive(b"salt")[:SALT_BYTES]
-        return ScramCredential(salt, MIN_ITERATIONS, derive(b"stored"), derive(b"server"))
+        # Unknown (or without this mechanism): a stable decoy that no proof matches.
+        return decoy(self._credentials, self.name, self._secret, username)
 
     def _client_final(self, token: bytes) -> Authenticated:
         text = self._text(token, "client-final")

@@ -45,6 +45,8 @@ from kgroups.security.sasl import (
     ANONYMOUS,
     Authenticated,
     AuthenticationFailed,
+    Challenge,
+    Compute,
     MechanismFactory,
     Principal,
     ServerMechanism,
@@ -97,6 +99,8 @@ class AuthenticateAnswer:
     close: bool = False
     authenticated: Principal | None = None
     """Set when this answer completes an (re-)authentication."""
+    compute: Compute | None = None
+    """Not an answer yet: run `compute.work()` off the event loop, then `Session.finish`."""
 
 
 class Session:
@@ -111,6 +115,7 @@ class Session:
         self.expires_ms: int | None = None
         self.state = AuthState.HANDSHAKE if sasl else AuthState.AUTHENTICATED
         self.reauthentications = 0
+        self._computing: Compute | None = None
 
     @property
     def mechanism(self) -> str | None:
@@ -192,6 +197,24 @@ class Session:
             step = mechanism.step(token, now_ms)
         except AuthenticationFailed as exc:
             return self._fail(str(exc))
+        if isinstance(step, Compute):
+            self._computing = step
+            return AuthenticateAnswer(ErrorCode.none, compute=step)
+        return self._conclude(step, now_ms)
+
+    def finish(self, result: object, now_ms: int) -> AuthenticateAnswer:
+        """The answer to the SaslAuthenticate whose answer was `compute`, once the work
+        is done (`result` is what `compute.work()` returned)."""
+        computing, self._computing = self._computing, None
+        if computing is None or self.state is not AuthState.AUTHENTICATE:
+            raise IllegalAuthTransition("finish() without an authentication computing")
+        try:
+            step = computing.then(result)
+        except AuthenticationFailed as exc:
+            return self._fail(str(exc))
+        return self._conclude(step, now_ms)
+
+    def _conclude(self, step: Challenge | Authenticated, now_ms: int) -> AuthenticateAnswer:
         if not isinstance(step, Authenticated):
             return AuthenticateAnswer(ErrorCode.none, data=step.data)
         if self.principal is not None and step.principal != self.principal:

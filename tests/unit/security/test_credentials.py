@@ -21,7 +21,13 @@ from kgroups.security.credentials import (
     scram_credential,
 )
 from kgroups.security.mechanisms import SUPPORTED, server_mechanisms
-from kgroups.security.sasl import Authenticated, AuthenticationFailed, Challenge, Principal
+from kgroups.security.sasl import (
+    Authenticated,
+    AuthenticationFailed,
+    Challenge,
+    Principal,
+    step_now,
+)
 
 NOW = 1_700_000_000_000
 SECRET_WORDS = ("hunter2", "c2VjcmV0")  # a password and a base64 value in the bad files
@@ -149,10 +155,8 @@ def test_secrets_stay_out_of_reprs() -> None:
     text = repr(load_credentials(users_file({"alice": {"password": "hunter2"}})))
     credential = load_credentials(users_file({"alice": {"password": "hunter2"}}))["alice"]
     assert "hunter2" not in text
-    for value in (credential.password_digest, *(
-        key for c in credential.scram.values() for key in (c.stored_key, c.server_key)
-    )):  # fmt: skip
-        assert value is not None and repr(value) not in text
+    for value in (key for c in credential.scram.values() for key in (c.stored_key, c.server_key)):
+        assert repr(value) not in text
 
 
 def test_a_rendered_entry_loads_back() -> None:
@@ -174,7 +178,7 @@ def login(factory_result: object, user: str, password: str, mechanism: str) -> P
     exchange = factory_result
     assert callable(getattr(exchange, "step", None))
     if mechanism == "PLAIN":
-        result = exchange.step(f"\0{user}\0{password}".encode(), NOW)  # type: ignore[attr-defined]
+        result = step_now(exchange, f"\0{user}\0{password}".encode(), NOW)  # type: ignore[arg-type]
         assert isinstance(result, Authenticated)
         return result.principal
     client = KafkaPythonScram(user, password, mechanism)

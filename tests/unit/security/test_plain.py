@@ -13,7 +13,7 @@ from kafka.net.sasl.plain import SaslMechanismPlain
 
 from kgroups.security.credentials import UserCredentials, scram_credential
 from kgroups.security.plain import INVALID, OTHER_AUTHZID, PlainServer
-from kgroups.security.sasl import Authenticated, AuthenticationFailed, Principal
+from kgroups.security.sasl import Authenticated, AuthenticationFailed, Principal, step_now
 from kgroups.security.sasl_client import PlainClient
 
 NOW = 1_700_000_000_000
@@ -29,7 +29,7 @@ CREDENTIALS = {
 
 def kafka_python_login(user: str, password: str) -> Authenticated:
     client = SaslMechanismPlain(sasl_plain_username=user, sasl_plain_password=password)
-    result = PlainServer(CREDENTIALS).step(client.auth_bytes(), NOW)
+    result = step_now(PlainServer(CREDENTIALS), client.auth_bytes(), NOW)
     client.receive(result.data)
     assert client.is_done() and client.is_authenticated()
     return result
@@ -59,7 +59,7 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_message(
 def test_our_client_logs_in() -> None:
     client = PlainClient("alice", "alice-pw")
     assert client.first() == b"\0alice\0alice-pw"
-    result = PlainServer(CREDENTIALS).step(client.first(), NOW)
+    result = step_now(PlainServer(CREDENTIALS), client.first(), NOW)
     assert isinstance(result, Authenticated)
     assert client.step(result.data) is None
 
@@ -71,7 +71,7 @@ def test_our_client_refuses_data_from_the_server() -> None:
 
 def test_an_authorization_id_must_be_the_user() -> None:
     with pytest.raises(AuthenticationFailed) as refused:
-        PlainServer(CREDENTIALS).step(b"bob\0alice\0alice-pw", NOW)
+        step_now(PlainServer(CREDENTIALS), b"bob\0alice\0alice-pw", NOW)
     assert str(refused.value) == OTHER_AUTHZID
     assert "different from username" in OTHER_AUTHZID
 
@@ -79,7 +79,7 @@ def test_an_authorization_id_must_be_the_user() -> None:
 def test_the_authorization_id_is_checked_after_the_password() -> None:
     """As in Kafka: someone without the password learns nothing from the authzid rule."""
     with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
-        PlainServer(CREDENTIALS).step(b"bob\0alice\0wrong", NOW)
+        step_now(PlainServer(CREDENTIALS), b"bob\0alice\0wrong", NOW)
 
 
 @pytest.mark.parametrize(
@@ -96,20 +96,20 @@ def test_the_authorization_id_is_checked_after_the_password() -> None:
 )
 def test_malformed_messages_are_refused_with_a_reason(token: bytes, message: str) -> None:
     with pytest.raises(AuthenticationFailed) as refused:
-        PlainServer(CREDENTIALS).step(token, NOW)
+        step_now(PlainServer(CREDENTIALS), token, NOW)
     assert str(refused.value) == message
 
 
 def test_a_non_ascii_password_is_utf8() -> None:
     credentials = {"zoë": UserCredentials.from_password("pässwörd")}
     token = "\0zoë\0pässwörd".encode()
-    assert PlainServer(credentials).step(token, NOW).principal == Principal("zoë")
+    assert step_now(PlainServer(credentials), token, NOW).principal == Principal("zoë")
 
 
 @pytest.mark.parametrize("first", [b"\0alice\0alice-pw", b"\0alice\0wrong"])
 def test_nothing_is_accepted_after_the_exchange(first: bytes) -> None:
     server = PlainServer(CREDENTIALS)
     with contextlib.suppress(AuthenticationFailed):
-        server.step(first, NOW)
+        step_now(server, first, NOW)
     with pytest.raises(AuthenticationFailed, match="exchange is over"):
-        server.step(b"\0alice\0alice-pw", NOW)
+        step_now(server, b"\0alice\0alice-pw", NOW)
