@@ -13,6 +13,13 @@ A token passes only if all of these hold, and the first that fails is named:
   within `skew_s` (Kafka's sasl.oauthbearer.clock.skew.seconds, 30);
 * the subject claim (`sub`) is a non-empty string: it is the principal's name.
 
+Parsing is strict, since a token's bytes are an unauthenticated client's until the
+signature verifies and the header is read before that: base64url without stray
+characters, JSON objects with no member twice (`{"sub":"a","sub":"admin"}` is refused,
+not read as whichever a parser keeps), no NaN or Infinity, no nesting past `MAX_DEPTH`,
+claims of their registered types, and a `crit` header refused (no extension is
+understood here, RFC 7515 4.1.11). Every failure is an `InvalidToken`.
+
 Pure: the caller passes the keys and the time (a key set is fetched and refreshed by the
 coordinator's I/O layer). An unknown key id raises `UnknownKey`, so the caller can fetch
 the set again and retry once (signing keys rotate).
@@ -23,6 +30,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +40,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from kgroups.shown import shown
 
 PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 
@@ -46,6 +57,12 @@ _CURVES: Mapping[str, ec.EllipticCurve] = {
 }
 ALGORITHMS = tuple(f"{family}{bits}" for family in ("RS", "PS", "ES") for bits in _HASHES)
 DEFAULT_SKEW_S = 30
+MAX_TOKEN_CHARS = 32 * 1024
+"""Kubernetes ServiceAccount tokens are about 1 KB, other issuers' a few KB."""
+MAX_DEPTH = 8
+"""How deeply a token's header and claims may nest (the claims used are all flat)."""
+MAX_NUMERIC_DATE = 2**53
+"""A NumericDate past this is not a time (and would overflow milliseconds)."""
 
 
 class InvalidToken(Exception):
@@ -60,11 +77,60 @@ class UnknownKey(InvalidToken):
         self.kid = kid
 
 
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
 def _b64(part: str) -> bytes:
+    """Strict base64url without padding (RFC 7515): any other character is refused, not
+    skipped as the lenient decoder would."""
+    if not _BASE64URL.fullmatch(part) or len(part) % 4 == 1:
+        raise InvalidToken("not a JWT: a part is not base64url")
     try:
         return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
     except (binascii.Error, ValueError):
         raise InvalidToken("not a JWT: a part is not base64url") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        names = [k for k, _ in pairs]
+        twice = next(k for i, k in enumerate(names) if k in names[:i])
+        raise InvalidToken(f"member {shown(twice, 40)!r} appears twice in an object")
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidToken(f"{name} is not a JSON number")
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests arrays and objects (iteratively: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend(
+                (v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
+def _object(data: bytes, what: str) -> dict[str, Any]:
+    """A JSON object, strictly: no member twice (which one would win is a matter of
+    parser, and an attacker's choice), no NaN or Infinity, no deep nesting."""
+    try:
+        value = json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except InvalidToken:
+        raise
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's limit
+        raise InvalidToken(f"the {what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise InvalidToken(f"the {what} is not a JSON object")
+    if _depth(value) > MAX_DEPTH:
+        raise InvalidToken(f"the {what} nests deeper than {MAX_DEPTH}")
+    return value
 
 
 def _int(value: Any) -> int:
@@ -172,36 +238,45 @@ def _verify_signature(key: PublicKey, alg: str, signature: bytes, signed: bytes)
 
 
 def _header(part: str) -> tuple[str, str | None]:
-    try:
-        header = json.loads(_b64(part))
-    except ValueError:
-        raise InvalidToken("not a JWT: the header is not JSON") from None
-    if not isinstance(header, dict):
-        raise InvalidToken("not a JWT: the header is not an object")
+    header = _object(_b64(part), "header")
     alg, kid = header.get("alg"), header.get("kid")
-    if alg not in ALGORITHMS:
-        raise InvalidToken(f"algorithm {alg!r} is not accepted (one of {', '.join(ALGORITHMS)})")
-    return str(alg), kid if isinstance(kid, str) else None
+    if not isinstance(alg, str) or alg not in ALGORITHMS:
+        shown = alg[:20] if isinstance(alg, str) else type(alg).__name__
+        raise InvalidToken(f"algorithm {shown!r} is not accepted (one of {', '.join(ALGORITHMS)})")
+    if kid is not None and not isinstance(kid, str):
+        raise InvalidToken("the header's kid is not a string")
+    if "crit" in header:
+        # RFC 7515 4.1.11: extensions listed in crit must be understood; none are here.
+        raise InvalidToken("the header's crit names extensions this server does not understand")
+    return alg, kid
 
 
 def _number(claims: Mapping[str, Any], name: str) -> float | None:
+    """A NumericDate claim: seconds since the epoch, finite and not absurd."""
     value = claims.get(name)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(f"claim {name!r} is not a number")
+    if not (isinstance(value, int) or math.isfinite(value)) or not 0 <= value <= MAX_NUMERIC_DATE:
+        raise InvalidToken(f"claim {name!r} is not a time")
     return float(value)
 
 
 def _check_claims(claims: Mapping[str, Any], policy: TokenPolicy, now_ms: int) -> VerifiedToken:
     now = now_ms / 1000
-    if policy.issuer is not None and claims.get("iss") != policy.issuer:
-        raise InvalidToken(f"issuer {claims.get('iss')!r} is not {policy.issuer!r}")
+    iss = claims.get("iss")
+    if iss is not None and not isinstance(iss, str):
+        raise InvalidToken("claim 'iss' is not a string")
+    if policy.issuer is not None and iss != policy.issuer:
+        raise InvalidToken(f"issuer {shown(iss, 80)!r} is not {policy.issuer!r}")
     aud = claims.get("aud")
+    if isinstance(aud, list) and not all(isinstance(a, str) for a in aud):
+        raise InvalidToken("claim 'aud' holds something other than strings")
     audiences = {aud} if isinstance(aud, str) else set(aud) if isinstance(aud, list) else set()
     if not audiences & policy.audiences:
         raise InvalidToken(
-            f"audience {sorted(map(str, audiences))} is not one of {sorted(policy.audiences)}"
+            f"audience {shown(sorted(audiences), 200)} is not one of {sorted(policy.audiences)}"
         )
     exp = _number(claims, "exp")
     if exp is None:
@@ -220,6 +295,8 @@ def _check_claims(claims: Mapping[str, Any], policy: TokenPolicy, now_ms: int) -
 
 def verify(token: str, keys: KeySet, policy: TokenPolicy, now_ms: int) -> VerifiedToken:
     """The token's subject and expiry, or InvalidToken (UnknownKey: no key for its kid)."""
+    if len(token) > MAX_TOKEN_CHARS:
+        raise InvalidToken(f"a token of {len(token)} characters (at most {MAX_TOKEN_CHARS})")
     parts = token.split(".")
     if not token.isascii() or len(parts) != 3:
         raise InvalidToken("not a JWT: three base64url parts")
@@ -236,10 +313,4 @@ def verify(token: str, keys: KeySet, policy: TokenPolicy, now_ms: int) -> Verifi
             continue
     else:
         raise InvalidToken("the signature does not verify")
-    try:
-        claims = json.loads(_b64(parts[1]))
-    except ValueError:
-        raise InvalidToken("the payload is not JSON") from None
-    if not isinstance(claims, dict):
-        raise InvalidToken("the payload is not an object")
-    return _check_claims(claims, policy, now_ms)
+    return _check_claims(_object(_b64(parts[1]), "payload"), policy, now_ms)
