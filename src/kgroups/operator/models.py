@@ -137,6 +137,10 @@ class DeletionPolicy(StrEnum):
     ORPHAN = "Orphan"
 
 
+INT_MAX = 2**31 - 1
+"""Kafka's INT configs are 32 bits: a larger value is refused at `kubectl apply`."""
+
+
 class GroupSettings(_Model):
     """Per-group overrides of the coordinator's group settings (Kafka's broker configs).
 
@@ -145,30 +149,35 @@ class GroupSettings(_Model):
     minSessionTimeoutMs: int | None = Field(
         default=None,
         ge=1,
+        le=INT_MAX,
         description="Members asking for a shorter session timeout are refused "
         "(INVALID_SESSION_TIMEOUT); Kafka's group.min.session.timeout.ms.",
     )
     maxSessionTimeoutMs: int | None = Field(
         default=None,
         ge=1,
+        le=INT_MAX,
         description="Members asking for a longer session timeout are refused; "
         "Kafka's group.max.session.timeout.ms.",
     )
     initialRebalanceDelayMs: int | None = Field(
         default=None,
         ge=0,
+        le=INT_MAX,
         description="How long the first rebalance of an empty group waits for more "
         "members; Kafka's group.initial.rebalance.delay.ms.",
     )
     maxSize: int | None = Field(
         default=None,
         ge=1,
+        le=INT_MAX,
         description="Most members the group admits (GROUP_MAX_SIZE_REACHED beyond); "
         "Kafka's group.max.size.",
     )
     offsetsRetentionMinutes: int | None = Field(
         default=None,
         ge=1,
+        le=INT_MAX,
         description="How long committed offsets outlive an empty group; Kafka's "
         "offsets.retention.minutes.",
     )

@@ -11,6 +11,16 @@ from dataclasses import dataclass
 from kgroups.protocol.groups import COORDINATOR
 
 MINUTE_MS = 60_000
+INT_FIELDS = (
+    "group_min_session_timeout_ms",
+    "group_max_session_timeout_ms",
+    "group_initial_rebalance_delay_ms",
+    "group_max_size",
+    "offsets_retention_minutes",
+    "offset_metadata_max_bytes",
+    "max_group_record_bytes",
+)
+"""The settings that are Kafka INT configs: 32 bits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +63,9 @@ class CoordinatorConfig:
 
     def validate(self) -> None:
         """Reject settings Kafka would refuse to start with."""
+        for name in INT_FIELDS:
+            if not -(2**31) <= getattr(self, name) <= 2**31 - 1:
+                raise ValueError(f"{name} is not a number of type INT (32 bits)")
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ValueError("group_min_session_timeout_ms exceeds group_max_session_timeout_ms")
         if self.group_initial_rebalance_delay_ms < 0:

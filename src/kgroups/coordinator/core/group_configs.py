@@ -6,9 +6,10 @@ Per-group overrides of the coordinator's group settings (what a ConsumerGroup's
 Kafka 4 configures groups as a ConfigResource of type GROUP (KIP-848) through
 IncrementalAlterConfigs and DescribeConfigs; kgroups uses the same resource for the classic
 settings a Kafka operator would otherwise set broker-wide: session-timeout bounds, the
-initial rebalance delay, the group size limit and offset retention. Each resource is
-applied whole or not at all: a bad name or value, or bounds that would cross, changes
-nothing. Overrides are a record of their own, persisted before the reply, and may exist
+initial rebalance delay, the group size limit and offset retention. Each is a Kafka
+INT, parsed and range-checked as Kafka's ConfigDef does (`config_values.py`). Each
+resource is applied whole or not at all: a bad name or value, or bounds that would cross,
+changes nothing. Overrides are a record of their own, persisted before the reply, and may exist
 before any member has joined (the operator registers a group ahead of its pods).
 
 Each resource is authorized on its own, before anything else is checked: DESCRIBE_CONFIGS
@@ -23,6 +24,7 @@ from typing import Any
 
 from kgroups.coordinator.core.authz import MESSAGES, allowed, config_action, config_refusal
 from kgroups.coordinator.core.config import CoordinatorConfig
+from kgroups.coordinator.core.config_values import INT, ConfigSpec
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.msg_configs import (
     AlterConfigsRequest,
@@ -54,6 +56,16 @@ SETTINGS: dict[str, str] = {
     GroupConfig.OFFSETS_RETENTION_MINUTES: "offsets_retention_minutes",
 }
 """Kafka config name -> CoordinatorConfig field, for every setting a group may override."""
+SPECS: dict[str, ConfigSpec] = {
+    GroupConfig.MIN_SESSION_TIMEOUT_MS: ConfigSpec(INT, "", low=1),
+    GroupConfig.MAX_SESSION_TIMEOUT_MS: ConfigSpec(INT, "", low=1),
+    GroupConfig.INITIAL_REBALANCE_DELAY_MS: ConfigSpec(INT, "", low=0),
+    GroupConfig.MAX_SIZE: ConfigSpec(INT, "", low=1),
+    GroupConfig.OFFSETS_RETENTION_MINUTES: ConfigSpec(INT, "", low=1),
+}
+"""Each setting's type and range: all Kafka INTs (32 bits); Kafka's own validators
+(`atLeast(1)` for group.max.size and offsets.retention.minutes), and positive session
+timeouts and a delay of 0 or more where Kafka leaves them unchecked."""
 
 
 def group_config(core: Core, group_id: str) -> CoordinatorConfig:
@@ -79,26 +91,20 @@ def _apply(current: dict[str, int], resource: AlterConfigsResource) -> dict[str,
         if change.operation == DELETE:
             updated.pop(change.name, None)
         elif change.operation == SET:
-            try:
-                updated[change.name] = int(change.value or "")
-            except ValueError:
-                raise ConfigRejected(
-                    f"{change.name} must be an integer, got {change.value!r}"
-                ) from None
+            updated[change.name] = int(SPECS[change.name].parse(change.name, change.value))
         else:
             raise ConfigRejected(f"{change.name}: only SET and DELETE apply to a number")
     return updated
 
 
 def _validate(core: Core, overrides: dict[str, int]) -> None:
+    for name, value in overrides.items():  # stored ones included (older, laxer versions)
+        SPECS[name].parse(name, str(value))
     merged = _with(core.config, overrides)
     try:
         merged.validate()
     except ValueError as exc:
         raise ConfigRejected(str(exc).replace("_", ".")) from exc
-    for name, value in overrides.items():
-        if value < 0 or (value == 0 and name != GroupConfig.INITIAL_REBALANCE_DELAY_MS):
-            raise ConfigRejected(f"{name} must be positive, got {value}")
 
 
 def _refused(ctx: RequestContext, operation: Operation, resource_type: int, name: str) -> bool:

@@ -5,8 +5,9 @@
 --create --config`, Strimzi-style tools and admin clients set them. A kgroups topic stores
 no records, so retention, compaction and message format do not apply to it, but a tool
 that set `cleanup.policy=compact` must read back what it set, not be told "done" and then
-shown the default. So configs are validated as Kafka validates them (a known name, a value
-of the right type; INVALID_CONFIG otherwise, nothing changed), kept with the topic in its
+shown the default. So configs are validated as Kafka 4 validates them (a known name, a
+value of its type within its range or among its choices, `config_values.py`;
+INVALID_CONFIG with Kafka's message otherwise, nothing changed), kept with the topic in its
 record, and described: each override as DYNAMIC_TOPIC_CONFIG, every other name with
 Kafka's default as DEFAULT_CONFIG (tools that print only overrides print exactly those).
 """
@@ -16,6 +17,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from kgroups.coordinator.core.config_values import (
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    LIST,
+    LONG,
+    STRING,
+    ConfigSpec,
+)
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.msg_configs import (
     AlterConfigsResource,
@@ -31,53 +41,45 @@ from kgroups.protocol.errors import ErrorCode
 TOPIC = 2
 """Kafka's ConfigResource.Type.TOPIC."""
 DYNAMIC_TOPIC_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 1, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
-"""Kafka's DescribeConfigs config types (ConfigEntry.ConfigType)."""
 SET, DELETE = 0, 1
+_LONG_MAX = str(2**63 - 1)
 
-DEFAULTS: dict[str, tuple[str, int]] = {
-    "cleanup.policy": ("delete", LIST),
-    "compression.type": ("producer", STRING),
-    "delete.retention.ms": ("86400000", LONG),
-    "file.delete.delay.ms": ("60000", LONG),
-    "flush.messages": ("9223372036854775807", LONG),
-    "flush.ms": ("9223372036854775807", LONG),
-    "index.interval.bytes": ("4096", INT),
-    "max.compaction.lag.ms": ("9223372036854775807", LONG),
-    "max.message.bytes": ("1048588", INT),
-    "message.timestamp.after.max.ms": ("3600000", LONG),
-    "message.timestamp.before.max.ms": ("9223372036854775807", LONG),
-    "message.timestamp.type": ("CreateTime", STRING),
-    "min.cleanable.dirty.ratio": ("0.5", DOUBLE),
-    "min.compaction.lag.ms": ("0", LONG),
-    "min.insync.replicas": ("1", INT),
-    "retention.bytes": ("-1", LONG),
-    "retention.ms": ("604800000", LONG),
-    "segment.bytes": ("1073741824", INT),
-    "segment.index.bytes": ("10485760", INT),
-    "segment.jitter.ms": ("0", LONG),
-    "segment.ms": ("604800000", LONG),
-    "unclean.leader.election.enable": ("false", BOOLEAN),
+SPECS: dict[str, ConfigSpec] = {
+    "cleanup.policy": ConfigSpec(LIST, "delete", choices=("compact", "delete")),
+    "compression.type": ConfigSpec(
+        STRING, "producer", choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+    ),
+    "delete.retention.ms": ConfigSpec(LONG, "86400000", low=0),
+    "file.delete.delay.ms": ConfigSpec(LONG, "60000", low=0),
+    "flush.messages": ConfigSpec(LONG, _LONG_MAX, low=1),
+    "flush.ms": ConfigSpec(LONG, _LONG_MAX, low=0),
+    "index.interval.bytes": ConfigSpec(INT, "4096", low=0),
+    "max.compaction.lag.ms": ConfigSpec(LONG, _LONG_MAX, low=1),
+    "max.message.bytes": ConfigSpec(INT, "1048588", low=0),
+    "message.timestamp.after.max.ms": ConfigSpec(LONG, "3600000", low=0),
+    "message.timestamp.before.max.ms": ConfigSpec(LONG, _LONG_MAX, low=0),
+    "message.timestamp.type": ConfigSpec(
+        STRING, "CreateTime", choices=("CreateTime", "LogAppendTime")
+    ),
+    "min.cleanable.dirty.ratio": ConfigSpec(DOUBLE, "0.5", low=0, high=1),
+    "min.compaction.lag.ms": ConfigSpec(LONG, "0", low=0),
+    "min.insync.replicas": ConfigSpec(INT, "1", low=1),
+    "retention.bytes": ConfigSpec(LONG, "-1"),
+    "retention.ms": ConfigSpec(LONG, "604800000", low=-1),
+    "segment.bytes": ConfigSpec(INT, "1073741824", low=1048576),
+    "segment.index.bytes": ConfigSpec(INT, "10485760", low=4),
+    "segment.jitter.ms": ConfigSpec(LONG, "0", low=0),
+    "segment.ms": ConfigSpec(LONG, "604800000", low=1),
+    "unclean.leader.election.enable": ConfigSpec(BOOLEAN, "false"),
 }
-"""Every topic config kgroups knows: name -> (Kafka's default, type)."""
+"""Every topic config kgroups knows: Kafka 4's default, type and validator (LogConfig)."""
 
 
 def _check(name: str, value: str | None) -> str:
-    if name not in DEFAULTS:
+    spec = SPECS.get(name)
+    if spec is None:
         raise ConfigRejected(f"Unknown topic config name: {name}")
-    if value is None:
-        raise ConfigRejected(f"Null value not supported for topic config: {name}")
-    kind = DEFAULTS[name][1]
-    try:
-        if kind in (INT, LONG):
-            int(value)
-        elif kind == DOUBLE:
-            float(value)
-    except ValueError:
-        raise ConfigRejected(f"Invalid value {value} for configuration {name}") from None
-    if kind == BOOLEAN and value.lower() not in ("true", "false"):
-        raise ConfigRejected(f"Invalid value {value} for configuration {name}: not a boolean")
-    return value
+    return spec.parse(name, value)
 
 
 def validate_configs(pairs: Iterable[tuple[str, str | None]]) -> dict[str, str]:
@@ -96,10 +98,10 @@ def describe_topic(core: Core, resource: DescribeConfigsResource) -> DescribedRe
         )
     wanted = None if resource.keys is None else set(resource.keys)
     entries = tuple(
-        ConfigEntry(name, info.configs[name], DYNAMIC_TOPIC_CONFIG_SOURCE, config_type=kind)
+        ConfigEntry(name, info.configs[name], DYNAMIC_TOPIC_CONFIG_SOURCE, config_type=spec.kind)
         if name in info.configs
-        else ConfigEntry(name, default, DEFAULT_CONFIG_SOURCE, config_type=kind)
-        for name, (default, kind) in DEFAULTS.items()
+        else ConfigEntry(name, spec.default, DEFAULT_CONFIG_SOURCE, config_type=spec.kind)
+        for name, spec in SPECS.items()
         if wanted is None or name in wanted
     )
     return DescribedResource(TOPIC, resource.name, entries=entries)
@@ -120,7 +122,7 @@ def alter_topic(core: Core, resource: AlterConfigsResource, validate_only: bool)
             if change.operation == SET:
                 updated[change.name] = _check(change.name, change.value)
             elif change.operation == DELETE:
-                if change.name not in DEFAULTS:
+                if change.name not in SPECS:
                     raise ConfigRejected(f"Unknown topic config name: {change.name}")
                 updated.pop(change.name, None)
             else:
