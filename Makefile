@@ -15,7 +15,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,14 @@ test-integration: install kafka spark-kafka
 
 test-e2e: install controlplane
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+
+# The wire fuzzer at length (make test runs it for 25 s): mutated requests of every API and
+# version against a real coordinator under an address-space limit. KGROUPS_FUZZ_SECONDS and
+# KGROUPS_FUZZ_SEED choose the budget and the seed (a failure prints the seed and frames).
+FUZZ_SECONDS ?= 600
+fuzz: install
+	KGROUPS_FUZZ_SECONDS=$(FUZZ_SECONDS) KGROUPS_FUZZ_SEED=$${KGROUPS_FUZZ_SEED:-$$(date +%s)} \
+		$(BIN)/pytest $(PYTEST_FLAGS) tests/integration/test_wire_fuzz.py
 
 # Containers on a real runtime and a kind cluster with real pods (issue 13):
 # e2e/cluster/runtime.sh installs Debian's docker.io and starts it without systemd,

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import queue
+import resource
 import signal
 import socket
 import subprocess
@@ -52,8 +53,15 @@ class Coordinator:
     keeps its port across restarts. `port` and `bootstrap` are the first listener's."""
 
     def __init__(
-        self, data_dir: Path, *extra: str, listeners: Iterable[str] = ("PLAINTEXT",)
+        self,
+        data_dir: Path,
+        *extra: str,
+        listeners: Iterable[str] = ("PLAINTEXT",),
+        address_space: int | None = None,
     ) -> None:
+        """`address_space`: an RLIMIT_AS for the process, in bytes (an allocation past it
+        fails, as it would on a host without overcommit)."""
+        self.address_space = address_space
         self.data_dir = data_dir
         self.extra = list(extra)
         self.protocols = list(listeners)
@@ -89,7 +97,16 @@ class Coordinator:
             *self.extra,
         ]  # fmt: skip
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        limit = self.address_space
+
+        def limited() -> None:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            preexec_fn=limited if limit is not None else None,  # noqa: PLW1509  (only setrlimit)
+        )  # fmt: skip
         log.close()
         self.starts += 1
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kgroups.coordinator.core import CoordinatorConfig, GroupState
+from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core.context import heartbeat_key, join_key
 from kgroups.protocol.errors import ErrorCode
-from tests.core_context import CoreContext
+from tests.core_context import CoreContext, subscription
 
 E = ErrorCode
 
@@ -325,3 +326,22 @@ def test_join_timer_is_the_group_rebalance_timeout() -> None:
     (a, b), _ = ctx.stable_group(n=2, rebalance_ms=12_345)
     ctx.join("g", a, rebalance_ms=12_345)
     ctx.assert_timer(join_key("g"), ctx.now_ms + 12_345)
+
+
+def test_a_member_listing_a_protocol_twice_cannot_break_the_vote() -> None:
+    """Found by the wire fuzzer (issue 23): a member listing `range` twice was counted as
+    two supporters of it, so in a group of one no protocol was supported by exactly one
+    member; the vote then failed inside the join timer and the coordinator stopped. Each
+    member now counts once per name."""
+    ctx = CoreContext()
+    twice = (mg.Protocol("range", subscription("t")), mg.Protocol("range", b""))
+    first = ctx.reply(ctx.send(mg.JoinGroupRequest("g", 10_000, 60_000, "", None, "consumer",
+                                                   twice)))  # fmt: skip
+    ref = ctx.send(
+        mg.JoinGroupRequest("g", 10_000, 60_000, first.member_id, None, "consumer", twice)
+    )
+    other = ctx.join_new_member("g", protocol_names=("roundrobin", "range"))[1]
+    ctx.sleep(0)
+    assert ctx.reply(ref).error is ErrorCode.none
+    assert ctx.reply(other).error is ErrorCode.none
+    assert ctx.group().protocol_name == "range"

@@ -124,10 +124,11 @@ class RateLimiter:
 class FailureBudget:
     """Authentication attempts per client address, paid for by failures: a bucket of
     `burst` tokens refilled at `rate` per second. Every attempt takes a token and waits
-    until the token is due (a failure keeps it spent, a success gives it back). So an
-    address guessing passwords is served at `rate` however many connections it opens,
-    each guess costing the server one key derivation, while a client that logs in
-    successfully never waits."""
+    until the token is due (a failure keeps it spent, a success gives it back); with
+    `burst` attempts already waiting, the next is refused at once. So an address
+    guessing passwords is served at `rate` however many connections it opens, each guess
+    costing the server one key derivation, while a client that logs in successfully
+    never waits (one behind the same address as a guesser waits its turn)."""
 
     def __init__(self, rate: float, burst: int, max_keys: int = 100_000) -> None:
         self.rate = rate
@@ -140,11 +141,16 @@ class FailureBudget:
         tokens, at = self._buckets.get(key, (self.burst, now))
         return min(self.burst, tokens + (now - at) * self.rate)
 
-    def take(self, key: str, now: float) -> float:
-        """Take a token for an attempt from `key`: how long the attempt must wait."""
+    def take(self, key: str, now: float) -> float | None:
+        """Take a token for an attempt from `key`: how long the attempt must wait, or
+        None when `burst` attempts already wait (refuse it now, without a check): the
+        wait never passes about `burst / rate` seconds, within any authentication
+        deadline, and the queue of attempts per address is bounded."""
         if len(self._buckets) >= self._max_keys and key not in self._buckets:
             self._buckets.clear()  # a flood of addresses: forget, rather than grow
         tokens = self._tokens(key, now) - 1
+        if tokens < -self.burst:
+            return None
         self._buckets[key] = (tokens, now)
         return 0.0 if tokens >= 0 else -tokens / self.rate
 

@@ -99,6 +99,9 @@ socket.listen.backlog.size is 50): a burst of reconnecting members after a resta
 accepted without SYN retries that cost each of them a second or more."""
 REFUSAL_LOG_INTERVAL_S = 60.0
 """An authorization refusal is logged once per principal and kind of refusal in this time."""
+TOO_MANY_FAILURES = (
+    "Authentication failed: too many failed authentications from this address; try again later"
+)
 FAILED_AUTHENTICATION_DELAY_S = 0.1
 """Kafka's connection.failed.authentication.delay.ms: a refused client's connection closes
 this long after its answer, slowing password guessing down."""
@@ -600,6 +603,12 @@ class CoordinatorServer:
         if request.api_key == ApiKey.SASL_AUTHENTICATE:
             assert self._loop is not None
             delay = self._attempts.take(conn.client_host, self._loop.time())
+            if delay is None:
+                self.metrics.authenticated(False)
+                answer = authenticate_frame(request.api_version, request.correlation_id,
+                                            conn.session.refuse(TOO_MANY_FAILURES))  # fmt: skip
+                self._send_sasl(conn, answer, True, TOO_MANY_FAILURES)
+                return
             waiting = self.security.prepare(conn.session.authenticating_with,
                                             bytes(request.body.auth_bytes))  # fmt: skip
             if delay > 0 or waiting is not None:

@@ -12,9 +12,11 @@ message's wire layout, field by field, as kio is about to read it (kio's own sch
 field types, which fields are tagged, flexible versions), and raises `LengthOutOfBounds`
 at the first count or length that breaks them. Nothing is built while walking.
 
-Two more rules, stricter than kio: a tagged field's value must end where its declared
-size says (kio reads a known tag's value without looking at the size), and a tagged
-field's size must fit in the message. Unknown tags are skipped by their size, as
+Three more rules, stricter than kio and as strict as Kafka: a non-nullable array may not
+be null (kio reads it as None, where every handler iterates a tuple; Kafka's readers
+refuse it), a tagged field's value must end where its declared size says (kio reads a
+known tag's value without looking at the size), and a tagged field's size must fit in
+the message. Unknown tags are skipped by their size, as
 `tags.read_entity` skips them.
 
 The walk is compiled once per message class into nested closures. A class with no array
@@ -157,7 +159,7 @@ def _string(flexible: bool, is_string: bool) -> Walk:
     return walk
 
 
-def _array(flexible: bool, element: Walk) -> Walk:
+def _array(flexible: bool, element: Walk, nullable: bool) -> Walk:
     def walk(buf: Any, o: int, end: int, marks: Marks | None) -> int:
         start = o
         if flexible:
@@ -169,6 +171,8 @@ def _array(flexible: bool, element: Walk) -> Walk:
         if marks is not None:
             marks.append(("array", start, o))
         if n < 0:
+            if not nullable:  # kio would read None where every handler expects a tuple
+                raise LengthOutOfBounds(f"a non-nullable array at byte {start} is null")
             return o
         if n > end - o:
             raise LengthOutOfBounds(
@@ -188,7 +192,8 @@ def _field(owner: type, field: Any, arrays: list[bool]) -> Walk:
         return _entity(kind.type_, nullable=is_optional(field), arrays=arrays)
     if isinstance(kind, EntityTupleField):
         arrays.append(True)
-        return _array(flexible, _entity(kind.type_, nullable=False, arrays=arrays))
+        element = _entity(kind.type_, nullable=False, arrays=arrays)
+        return _array(flexible, element, is_optional(field))
     kafka_type = get_schema_field_type(field)
     size = _FIXED.get(kafka_type)
     if size is not None:
@@ -199,7 +204,7 @@ def _field(owner: type, field: Any, arrays: list[bool]) -> Walk:
         raise TypeError(f"{owner.__name__}.{field.name}: no bounds for kafka_type {kafka_type}")
     if isinstance(kind, PrimitiveTupleField):
         arrays.append(True)
-        return _array(flexible, element)
+        return _array(flexible, element, is_optional(field))
     return element
 
 

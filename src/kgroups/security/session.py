@@ -234,6 +234,13 @@ class Session:
         return AuthenticateAnswer(ErrorCode.none, data=step.data, session_lifetime_ms=lifetime,
                                   authenticated=step.principal)  # fmt: skip
 
+    def refuse(self, message: str) -> AuthenticateAnswer:
+        """Fail the authentication in progress without asking its mechanism (the
+        server's reason: too many failures from the client's address)."""
+        if self.state is not AuthState.AUTHENTICATE:
+            return AuthenticateAnswer(ErrorCode.illegal_sasl_state, message, close=True)
+        return self._fail(message)
+
     def _lifetime(self, credential_expires_ms: int | None, now_ms: int) -> int:
         assert self._sasl is not None
         bounds = [b for b in (self._sasl.max_reauth_ms or None,) if b]

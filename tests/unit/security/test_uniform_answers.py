@@ -98,6 +98,8 @@ def test_failed_attempts_from_one_address_wait_their_turn_and_successes_do_not()
     assert [budget.take("a", 0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
     assert budget.take("a", 0.0) == pytest.approx(1.0)  # the fourth waits a second...
     assert budget.take("a", 0.0) == pytest.approx(2.0)  # ...the fifth two: queued, spread
+    assert budget.take("a", 0.0) == pytest.approx(3.0)
+    assert budget.take("a", 0.0) is None  # `burst` already wait: refused at once
     assert budget.take("b", 0.0) == 0.0  # another address is not affected
     for _ in range(10):  # a client that logs in every time never waits
         assert budget.take("c", 0.0) == 0.0

@@ -35,6 +35,11 @@ GROUP_RECORD_OVERHEAD = 128
 """A group record's fixed-size fields and framing, roughly."""
 
 
+def _names(protocols: tuple[Protocol, ...]) -> list[str]:
+    """A member's protocol names, each once, in its order of preference."""
+    return list(dict.fromkeys(p.name for p in protocols))
+
+
 @dataclass(slots=True, eq=False)
 class Member:
     """One member of a classic group."""
@@ -146,6 +151,9 @@ class Group:
     """Members of this generation that have not sent SyncGroup yet (KAFKA-12890)."""
     num_awaiting_join: int = 0
     supported_protocols: Counter[str] = field(default_factory=Counter)
+    """Protocol name -> how many members support it (each member counted once per name,
+    even if it lists a name twice: a count equal to the group's size must mean every
+    member can vote for it)."""
     new_member_added: bool = False
     subscribed_topics: frozenset[str] | None = None
     rebalance_started_ms: int | None = None
@@ -193,7 +201,7 @@ class Group:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
         self.member_bytes += member.record_bytes()
-        self.supported_protocols.update(p.name for p in member.protocols)
+        self.supported_protocols.update(_names(member.protocols))
         member.awaiting_join = join_ref
         if join_ref is not None:
             self.num_awaiting_join += 1
@@ -204,7 +212,7 @@ class Group:
         removed = self.members.pop(member_id, None)
         if removed is not None:
             self.member_bytes -= removed.record_bytes()
-            self.supported_protocols.subtract(p.name for p in removed.protocols)
+            self.supported_protocols.subtract(_names(removed.protocols))
             if removed.awaiting_join is not None:
                 out.reply(
                     removed.awaiting_join,
@@ -232,11 +240,11 @@ class Group:
         join_ref: int | None,
         out: Outbox,
     ) -> None:
-        self.supported_protocols.subtract(p.name for p in member.protocols)
+        self.supported_protocols.subtract(_names(member.protocols))
         self.member_bytes -= member.record_bytes()
         member.protocols = protocols
         self.member_bytes += member.record_bytes()
-        self.supported_protocols.update(p.name for p in protocols)
+        self.supported_protocols.update(_names(protocols))
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         if member.awaiting_join is not None and join_ref is not None:
