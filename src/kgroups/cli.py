@@ -177,6 +177,13 @@ def coordinator(
     rbac_cache_ttl: Annotated[
         float, typer.Option(help="Seconds an RBAC answer (yes or no) is reused.")
     ] = 10.0,
+    super_users: Annotated[
+        str,
+        typer.Option(
+            help="Kafka's super.users: principals allowed everything whatever the ACLs or "
+            "RBAC say, separated by ; or , (e.g. User:system:serviceaccount:kgroups:operator)."
+        ),
+    ] = "",
     kubeconfig: Annotated[
         Path | None,
         typer.Option(
@@ -317,8 +324,12 @@ def coordinator(
         raise typer.BadParameter("--acl-file or --rbac-namespace, not both")
     authorization = None
     if acl_file is not None or rbac_namespace is not None:
+        supers = tuple(p.strip() for p in super_users.replace(";", ",").split(",") if p.strip())
+        for principal in supers:
+            if ":" not in principal:
+                raise typer.BadParameter(f"--super-users: {principal!r} is not TYPE:NAME")
         authorization = AuthorizationSettings(acl_file, rbac_namespace, rbac_cache_ttl, kubeconfig,
-                                              rbac_by_resource)  # fmt: skip
+                                              rbac_by_resource, supers)  # fmt: skip
     config = CoordinatorConfig(
         group_initial_rebalance_delay_ms=initial_rebalance_delay_ms,
         group_min_session_timeout_ms=min_session_timeout_ms,

@@ -220,17 +220,13 @@ def test_the_secured_values_lint_and_render_tls_sasl_and_rbac(controlplane: Cont
     assert binding["roleRef"]["name"] == "kg-kgroups-coordinator"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kg-kgroups-coordinator",
                                     "namespace": "kgroups"}]  # fmt: skip
-    # The operator may do through the coordinator what it does, as RBAC verbs.
-    kafka = one(docs, "RoleBinding", "kg-kgroups-operator-kafka")
-    assert kafka["metadata"]["namespace"] == "kgroups"
-    assert kafka["subjects"][0]["name"] == "kg-kgroups-operator"
-    verbs = {
-        r["resources"][0]: r["verbs"]
-        for r in one(docs, "Role", "kg-kgroups-operator-kafka")["rules"]
-    }
-    assert {"create", "delete", "consume"} <= set(verbs["topics"])
-    assert {"list", "reset", "delete"} <= set(verbs["consumergroups"])
-    assert "join" not in verbs["consumergroups"]
+    # The operator is a super user of the coordinator (Kafka's super.users): it manages
+    # ConsumerGroups and Topics in every namespace, with no Kubernetes verbs granted for it.
+    [coordinator_container] = coordinator["containers"]
+    assert ("--super-users=User:system:serviceaccount:kgroups:kg-kgroups-operator"
+            in coordinator_container["args"])  # fmt: skip
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("Role", "kg-kgroups-operator-kafka") not in names
 
     operator = pod(docs, "Deployment")
     [op] = operator["containers"]
@@ -286,8 +282,12 @@ def test_the_coordinator_gets_a_token_and_sar_rights_only_with_rbac_authorizatio
     elsewhere = render(controlplane, "kg", "kgroups", "-f", str(SECURED),
                        "--set", "coordinator.authorization.rbac.namespace=kafka-acls")  # fmt: skip
     assert "--rbac-namespace=kafka-acls" in pod(elsewhere, "StatefulSet")["containers"][0]["args"]
-    assert one(elsewhere, "Role", "kg-kgroups-operator-kafka")["metadata"]["namespace"] == (
-        "kafka-acls")  # fmt: skip
+    args = pod(elsewhere, "StatefulSet")["containers"][0]["args"]
+    assert "--super-users=User:system:serviceaccount:kgroups:kg-kgroups-operator" in args
+    extra = render(controlplane, "kg", "kgroups", "-f", str(SECURED),
+                   "--set", "coordinator.authorization.operatorSuperUser=false",
+                   "--set", "coordinator.authorization.superUsers={User:admin}")  # fmt: skip
+    assert "--super-users=User:admin" in pod(extra, "StatefulSet")["containers"][0]["args"]
     bare = render(controlplane, "kg", "kgroups", "-f", str(SECURED), "--set", "rbac.create=false")
     assert pod(bare, "StatefulSet")["automountServiceAccountToken"] is True
     assert not [d for d in bare if d["kind"] in ("ClusterRole", "Role", "RoleBinding")]
@@ -351,8 +351,7 @@ def test_oauthbearer_alone_gives_the_coordinator_a_token_but_no_cluster_role(
     assert coordinator["serviceAccountName"] == "kg-kgroups-coordinator"
     assert coordinator["automountServiceAccountToken"] is True
     assert one(docs, "ServiceAccount", "kg-kgroups-coordinator")
-    assert not [d for d in docs if d["metadata"]["name"] in ("kg-kgroups-coordinator",
-                                                             "kg-kgroups-operator-kafka")
+    assert not [d for d in docs if d["metadata"]["name"] == "kg-kgroups-coordinator"
                 and d["kind"] in RBAC_KINDS and d["kind"] != "ServiceAccount"]  # fmt: skip
     assert not [a for a in coordinator["containers"][0]["args"]
                 if a.startswith(("--oauthbearer-review", "--rbac"))]  # fmt: skip
@@ -708,27 +707,32 @@ def test_the_chart_rbac_is_enough_to_run_the_operator(
     assert "Forbidden" not in log and "403" not in log, log[-3000:]
 
 
-def test_with_rbac_authorization_the_chart_lets_the_operator_work_through_the_coordinator(
+def test_with_rbac_authorization_the_chart_lets_the_operator_work_in_every_namespace(
     controlplane: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The secured chart's coordinator arguments and operator environment, run for real:
     the coordinator (as its chart ServiceAccount, with only the chart's ClusterRole) asks
-    the API server about each request; the operator authenticates with SCRAM as its own
-    ServiceAccount. Without the chart's operator Role the coordinator refuses the operator;
-    with it, Topics and ConsumerGroups are created and deleted through the coordinator.
+    the API server about each request, about the resource declaring each Kafka name, in
+    that resource's namespace; the operator authenticates with SCRAM as its own
+    ServiceAccount. Issue 23, finding 7: before, the chart granted the operator its Kafka
+    verbs in the fallback namespace alone, so a Topic or ConsumerGroup declared anywhere
+    else sat at CoordinatorUnreachable. Without super-user status the operator is refused,
+    and the status says NotAuthorized (not unreachable); with the chart's default (the
+    operator's identity a super user, Kafka's super.users), Topics and ConsumerGroups in
+    two namespaces are created, registered and deleted through the coordinator.
     SASL_PLAINTEXT stands in for SASL_SSL (the certificates are not the question here)."""
     cp = controlplane
-    ns = f"sec-{secrets.token_hex(3)}"
-    cp.kubectl("create", "namespace", ns)
+    ns, other = f"sec-{secrets.token_hex(3)}", f"team-{secrets.token_hex(3)}"
+    for name in (ns, other):
+        cp.kubectl("create", "namespace", name)
     docs = render(cp, "kg", ns, "-f", str(SECURED), "--set", "serviceAccount.name=kgop",
                   "--set", "coordinator.serviceAccount.name=kgco",
                   "--set-json", 'coordinator.listeners=[{"protocol":"SASL_PLAINTEXT","port":9095}]',
                   "--set", "coordinator.tls.enabled=false",
                   "--set", "coordinator.authorization.rbac.cacheTtlSeconds=1",
-                  "--set", "operator.coordinatorSecurity.securityProtocol=SASL_PLAINTEXT")  # fmt: skip
-    operator_role = [d for d in docs if d["metadata"]["name"] == "kg-kgroups-operator-kafka"]
-    assert len(operator_role) == 2  # the Role and its RoleBinding, applied later
-    cluster_scoped = apply_rbac(cp, [d for d in docs if d not in operator_role], ns)
+                  "--set", "operator.coordinatorSecurity.securityProtocol=SASL_PLAINTEXT",
+                  "--set-json", f'operator.watchNamespaces=["{ns}","{other}"]')  # fmt: skip
+    cluster_scoped = apply_rbac(cp, docs, ns)
 
     password = secrets.token_hex(8)
     [op_container] = pod(docs, "Deployment")["containers"]
@@ -745,44 +749,64 @@ def test_with_rbac_authorization_the_chart_lets_the_operator_work_through_the_co
         return f"{flag}={local[value]}" if value in local else arg
 
     args = [localized(a) for a in pod(docs, "StatefulSet")["containers"][0]["args"]
-            if a.startswith(("--sasl", "--credentials", "--max-reauth", "--rbac"))]  # fmt: skip
+            if a.startswith(("--sasl", "--credentials", "--max-reauth", "--rbac",
+                             "--super-users"))]  # fmt: skip
     assert f"--credentials={tmp_path / 'users.yaml'}" in args
     assert f"--rbac-namespace={ns}" in args
+    supers = f"--super-users=User:system:serviceaccount:{ns}:kgop"
+    assert supers in args
     coordinator_user = cp.user(f"system:serviceaccount:{ns}:kgco", "system:serviceaccounts")
     operator_user = cp.user(f"system:serviceaccount:{ns}:kgop", "system:serviceaccounts")
-    coord = Coordinator(tmp_path / "data", *args, "--kubeconfig", str(coordinator_user),
-                        listeners=("SASL_PLAINTEXT",))  # fmt: skip
     for name, value in env.items():
         monkeypatch.setenv(name, local.get(value, value))
 
-    def topic_ready() -> dict[str, Any]:
-        return condition(cp.get("kt", "orders", ns), "Ready") or {}
+    def ready(kind: str, name: str, namespace: str) -> dict[str, Any]:
+        return condition(cp.get(kind, name, namespace), "Ready") or {}
 
+    refused_coord = Coordinator(tmp_path / "refused", *[a for a in args if a != supers],
+                                "--kubeconfig", str(coordinator_user),
+                                listeners=("SASL_PLAINTEXT",))  # fmt: skip
+    coord = Coordinator(tmp_path / "data", *args, "--kubeconfig", str(coordinator_user),
+                        listeners=("SASL_PLAINTEXT",))  # fmt: skip
     operator: Operator | None = None
     try:
-        coord.start()
-        operator = Operator(operator_user, coord.bootstrap, tmp_path / "operator.log",
-                            "--namespace", ns)  # fmt: skip
-        cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
-        refused = wait_until(lambda: topic_ready().get("reason") == "CoordinatorRejected"
-                             and topic_ready(), 30, "the operator refused", poll=0.2)  # fmt: skip
+        refused_coord.start()
+        operator = Operator(operator_user, refused_coord.bootstrap, tmp_path / "operator.log",
+                            "--namespace", ns, "--namespace", other)  # fmt: skip
+        cp.kubectl("apply", "-n", other, "-f", str(EXAMPLES / "topic.yaml"))
+        refused = wait_until(lambda: ready("kt", "orders", other).get("reason") == "NotAuthorized"
+                             and ready("kt", "orders", other), 30, "the operator refused",
+                             poll=0.2)  # fmt: skip
         assert "AUTHORIZATION" in refused["message"].upper(), refused
-        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(operator_role))
-        wait_until(lambda: topic_ready().get("status") == "True", 60, "the Topic created",
-                   poll=0.5)  # fmt: skip
-        cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
-        wait_until(lambda: (condition(cp.get("cg", "billing", ns), "Ready") or {}).get("reason")
-                   == "NoMembers", 30, "the group registered", poll=0.2)  # fmt: skip
-        cp.kubectl("delete", "cg", "billing", "-n", ns, "--wait=false")
-        wait_until(lambda: not cp.exists("cg", "billing", ns), 40, "the group deleted")
+        operator.stop()
+        refused_coord.kill()
+
+        coord.start()
+        operator = Operator(operator_user, coord.bootstrap, tmp_path / "operator2.log",
+                            "--namespace", ns, "--namespace", other)  # fmt: skip
+        for where in (other, ns):
+            if where == ns:
+                cp.kubectl("apply", "-n", ns, "-f", "-", input=(EXAMPLES / "topic.yaml")
+                           .read_text().replace("name: orders", "name: invoices"))  # fmt: skip
+            topic = "orders" if where == other else "invoices"
+            wait_until(lambda: ready("kt", topic, where).get("status") == "True",  # noqa: B023
+                       60, f"the Topic in {where} created", poll=0.5)  # fmt: skip
+        cp.kubectl("apply", "-n", other, "-f", str(EXAMPLES / "consumergroup.yaml"))
+        wait_until(lambda: ready("cg", "billing", other).get("reason") == "NoMembers", 30,
+                   "the group registered", poll=0.2)  # fmt: skip
+        cp.kubectl("delete", "cg", "billing", "-n", other, "--wait=false")
+        wait_until(lambda: not cp.exists("cg", "billing", other), 40, "the group deleted")
     finally:
         if operator is not None:
-            delete_kgroups_objects(cp, ns)
+            for where in (ns, other):
+                delete_kgroups_objects(cp, where)
             operator.stop()
+        refused_coord.kill()
         coord.kill()
         for d in cluster_scoped:
             cp.kubectl("delete", d["kind"].lower(), d["metadata"]["name"], check=False)
-        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        for where in (ns, other):
+            cp.kubectl("delete", "namespace", where, "--wait=false", check=False)
 
 
 def test_the_alerting_rules_render_only_with_the_prometheus_operator(

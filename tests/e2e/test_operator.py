@@ -264,7 +264,7 @@ def test_a_coordinator_that_lost_its_data_gets_its_topics_back(
     assert (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status") == "True"
 
 
-def test_orphan_leaves_the_group_and_its_offsets_on_the_coordinator(
+def test_retain_leaves_the_group_and_its_offsets_on_the_coordinator(
     controlplane: ControlPlane,
     coordinator: Coordinator,
     operator: Operator,
@@ -273,12 +273,11 @@ def test_orphan_leaves_the_group_and_its_offsets_on_the_coordinator(
 ) -> None:
     cp, ns = controlplane, namespace
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
-    orphan = (
-        (EXAMPLES / "consumergroup.yaml")
-        .read_text()
-        .replace("deletionPolicy: Delete", "deletionPolicy: Orphan")
+    retained = (  # the default: no deletionPolicy at all
+        (EXAMPLES / "consumergroup.yaml").read_text().replace("  deletionPolicy: Delete\n", "")
     )
-    cp.kubectl("apply", "-n", ns, "-f", "-", input=orphan)
+    assert "deletionPolicy" not in retained
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=retained)
     wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
                20, "the group registered", poll=0.2)  # fmt: skip
     member = Member("kafka-python", coordinator.bootstrap, "billing", ["orders"],

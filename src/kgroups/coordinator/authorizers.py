@@ -223,6 +223,9 @@ class AuthorizationSettings:
     by_resource: bool = True
     """Ask about the ConsumerGroup or Topic declaring a Kafka name, in its namespace
     (`declared.py`); False: always the Kafka name in `namespace`."""
+    super_users: tuple[str, ...] = ()
+    """Kafka's super.users: principals never asked about (the operator's identity, so it
+    can manage ConsumerGroups and Topics in every namespace it watches)."""
 
 
 def make_authorizer(settings: AuthorizationSettings | None) -> Authorizer | None:

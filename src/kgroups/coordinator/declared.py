@@ -8,7 +8,7 @@ Names no resource declares are asked about in the coordinator's fallback namespa
 their Kafka name, as before.
 
 If two resources claim one Kafka name, the oldest (then the first by namespace/name) owns
-it, matching the operator, which reports the newcomer as conflicting.
+it (`kgroups.claims`, the operator's rule too: it reports the newcomer as conflicting).
 
 The index lists both kinds across the cluster, then watches from the list's
 resourceVersion; a watch that ends is resumed, one that has expired (410 Gone) relists.
@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kgroups.claims import Claim, claim_of, kafka_name, owner
 from kgroups.coordinator.kubeapi import KubeApi, KubeApiError, WatchExpired
 
 log = logging.getLogger("kgroups.coordinator.declared")
@@ -50,21 +51,14 @@ TOPICS = Kind("topics", "topicName")
 KINDS = (GROUPS, TOPICS)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Declaration:
-    created: str
-    namespace: str
-    name: str
+Declaration = Claim
 
 
 def _declaration(kind: Kind, obj: Mapping[str, Any]) -> tuple[str, str, Declaration]:
     """(uid, Kafka name, declaration) of a resource."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    kafka = spec.get(kind.name_field) or meta.get("name", "")
-    created = meta.get("creationTimestamp") or ""
-    decl = Declaration(created, meta.get("namespace", ""), meta.get("name", ""))
-    return str(meta.get("uid") or f"{decl.namespace}/{decl.name}"), str(kafka), decl
+    decl = claim_of(obj)
+    uid = str((obj.get("metadata") or {}).get("uid") or decl)
+    return uid, kafka_name(obj, kind.name_field), decl
 
 
 class DeclaredNames:
@@ -88,9 +82,8 @@ class DeclaredNames:
             return False
         return True
 
-    def locate(self, kind: Kind, kafka_name: str) -> Declaration | None:
-        claims = [d for name, d in self._by_uid[kind].values() if name == kafka_name]
-        return min(claims) if claims else None
+    def locate(self, kind: Kind, name: str) -> Declaration | None:
+        return owner(d for kafka, d in self._by_uid[kind].values() if kafka == name)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

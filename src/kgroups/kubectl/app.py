@@ -401,8 +401,8 @@ def delete(
 ) -> None:
     """Delete a ConsumerGroup; its deletionPolicy decides what the coordinator keeps.
 
-    Delete (the default) deletes the group and its offsets from the coordinator once it
-    has no members (the resource waits until then); Orphan leaves them."""
+    Retain (the default) leaves the group and its offsets on the coordinator; Delete
+    deletes them once the group has no members (the resource waits until then)."""
     wait = timeout_s(timeout)
     kube = kubectl(kubeconfig, context, namespace)
     try:
@@ -410,7 +410,7 @@ def delete(
         kube.delete(name)
     except KubectlError as exc:
         fail(str(exc))
-    policy = (obj.get("spec") or {}).get("deletionPolicy") or "Delete"
+    policy = (obj.get("spec") or {}).get("deletionPolicy") or "Retain"
     group = views.group_id(obj)
     deadline = time.monotonic() + wait
     left: dict[str, Any] | None = obj
@@ -429,8 +429,8 @@ def delete(
               "waiting": None if left is None else ready.get("message")}  # fmt: skip
     if output in (Output.JSON, Output.YAML):
         emit(report, output)
-    elif left is None and policy == "Orphan":
-        typer.echo(f'{RESOURCE} "{name}" deleted; deletionPolicy Orphan: consumer group '
+    elif left is None and policy != "Delete":
+        typer.echo(f'{RESOURCE} "{name}" deleted; deletionPolicy {policy}: consumer group '
                    f"'{group}' and its committed offsets stay on the coordinator.")  # fmt: skip
     elif left is None:
         typer.echo(f"Deletion of requested consumer groups ('{group}') was successful.")

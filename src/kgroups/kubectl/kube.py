@@ -109,11 +109,12 @@ class Kubectl:
         body: dict[str, Any] | None = json.loads(out) if out.strip() else None
         return body
 
-    def annotate(self, name: str, key: str, value: str, resource_version: str) -> None:
-        """Add an annotation, only to the object as read (`resource_version`), and never
-        over an existing one (no --overwrite): a pending request is not replaced."""
-        self.run("annotate", RESOURCE, name, f"{key}={value}",
-                 f"--resource-version={resource_version}")  # fmt: skip
+    def annotate(self, name: str, annotations: dict[str, str], resource_version: str) -> None:
+        """Set annotations, only on the object as read (`resource_version`): the caller
+        has checked that version holds no pending request, so nothing pending is replaced
+        (a leftover writer annotation of a cancelled request is)."""
+        self.run("annotate", RESOURCE, name, *(f"{k}={v}" for k, v in annotations.items()),
+                 "--overwrite", f"--resource-version={resource_version}")  # fmt: skip
 
     def delete(self, name: str) -> str:
         return self.run("delete", RESOURCE, name, "--wait=false").strip()

@@ -53,8 +53,11 @@ def submit(
         obj = kube.get(name)
         check_writable(obj)
         request = request or make(kube.whoami())
+        # The request, and who writes it (what the chart's admission policy checks against
+        # the user the API server authenticated).
+        annotations = {rq.ANNOTATION: request.encode(), rq.REQUESTER: request.requestedBy}
         try:
-            kube.annotate(name, rq.ANNOTATION, request.encode(), obj["metadata"]["resourceVersion"])
+            kube.annotate(name, annotations, obj["metadata"]["resourceVersion"])
             break
         except KubectlError as exc:
             if not is_conflict(exc) or attempt == CONFLICT_RETRIES - 1:

@@ -17,6 +17,7 @@ import asyncio
 import datetime
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +27,23 @@ from kopf._cogs.clients import api as kopf_api  # kopf==1.45.2 pinned: its authe
 from kopf._cogs.clients import errors as kopf_errors
 
 from kgroups.admin import LATEST, TP, Admin, AdminError
+from kgroups.claims import Claim, claim_of, kafka_name, owner
 from kgroups.operator import access, resets
 from kgroups.operator import requests as rq
 from kgroups.operator import status as st
 from kgroups.operator.metrics import OperatorMetrics
-from kgroups.operator.models import API_GROUP, API_VERSION, ConsumerGroupSpec, TopicSpec
+from kgroups.operator.models import (
+    API_GROUP,
+    API_VERSION,
+    ConsumerGroupSpec,
+    DeletionPolicy,
+    TopicSpec,
+)
 from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GroupConfig
+
+ClaimIndex = kopf.Index[str, Claim]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +66,38 @@ SSAR_URL = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 def backoff(failures: int) -> float:
     """Seconds to wait after `failures` consecutive failures: 1, 2, 4, ... up to 30."""
     return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
+
+
+NOT_AUTHORIZED = frozenset(
+    {
+        ErrorCode.group_authorization_failed,
+        ErrorCode.topic_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+    }
+)
+
+
+def _failure_reason(exc: Exception) -> str:
+    """A condition reason for why the coordinator could not be used: it was not
+    reached, it refused the operator's identity, or it answered with another error."""
+    if isinstance(exc, AdminError):
+        return "NotAuthorized" if exc.code in NOT_AUTHORIZED else "CoordinatorRejected"
+    return "CoordinatorUnreachable"
+
+
+def _conflict(index: ClaimIndex, body: Mapping[str, Any], name_field: str) -> str | None:
+    """Why this resource must not act on its Kafka name: another, older resource owns it
+    (`kgroups.claims`); None when it is the owner."""
+    name = kafka_name(body, name_field)
+    holder = owner(index.get(name, ()))
+    if holder is None or holder == claim_of(body):
+        return None
+    kind = "ConsumerGroup" if name_field == "groupId" else "Topic"
+    what = "group id" if name_field == "groupId" else "topic name"
+    return (
+        f"{what} {name!r} belongs to {kind} {holder} (claimed first): this {kind} "
+        f"is not acted on while that one exists"
+    )
 
 
 def _not_deleting(meta: kopf.Meta, **_: Any) -> bool:
@@ -237,6 +279,16 @@ def register(
             task.cancel()
         await admin.close()
 
+    @kopf.index(API_GROUP, API_VERSION, "consumergroups", id="group_claims", registry=registry)
+    def group_claims(body: kopf.Body, **_: Any) -> dict[str, Claim]:
+        """Kafka group id -> this ConsumerGroup's claim on it (`kgroups.claims`)."""
+        return {kafka_name(body, "groupId"): claim_of(body)}
+
+    @kopf.index(API_GROUP, API_VERSION, "topics", id="topic_claims", registry=registry)
+    def topic_claims(body: kopf.Body, **_: Any) -> dict[str, Claim]:
+        """Kafka topic name -> this Topic's claim on it."""
+        return {kafka_name(body, "topicName"): claim_of(body)}
+
     @kopf.on.event(API_GROUP, API_VERSION, "topics", registry=registry)
     def topic_event(name: str, namespace: str | None, event: kopf.RawEvent, **_: Any) -> None:
         metrics.event("Topic", event.get("type"), namespace, name)
@@ -251,15 +303,19 @@ def register(
     @kopf.on.create(API_GROUP, API_VERSION, "topics", id="topic", registry=registry)
     @kopf.on.update(API_GROUP, API_VERSION, "topics", field="spec", id="topic", registry=registry)
     async def reconcile_topic(
+        body: kopf.Body,
         spec: kopf.Spec,
         name: str,
         meta: kopf.Meta,
         status: kopf.Status,
         patch: kopf.Patch,
         retry: int,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
+        topic_claims: ClaimIndex = kwargs["topic_claims"]  # kopf passes an index by its id
         with metrics.reconciling("Topic"):
+            if _topic_conflict(body, meta, status, patch, topic_claims):
+                return
             problem = await _ensure_topic(admin, spec, name, meta, status, patch)
             if problem is not None:
                 raise kopf.TemporaryError(problem, delay=backoff(retry + 1))
@@ -275,22 +331,35 @@ def register(
         registry=registry,
     )
     async def check_topic(
+        body: kopf.Body,
         spec: kopf.Spec,
         name: str,
         meta: kopf.Meta,
         status: kopf.Status,
         patch: kopf.Patch,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
+        topic_claims: ClaimIndex = kwargs["topic_claims"]  # kopf passes an index by its id
         """A coordinator that came back without its data (a lost volume) gets its topics
         again without anyone touching the Topic; the status says so if it cannot."""
         with metrics.reconciling("Topic"):
+            if _topic_conflict(body, meta, status, patch, topic_claims):
+                return
             if await _ensure_topic(admin, spec, name, meta, status, patch) is not None:
                 metrics.failed("Topic")
 
     @kopf.on.delete(API_GROUP, API_VERSION, "topics", id="topic-delete", registry=registry)
-    async def delete_topic(spec: kopf.Spec, name: str, retry: int, **_: Any) -> None:
+    async def delete_topic(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        name: str,
+        retry: int,
+        **kwargs: Any,
+    ) -> None:
+        topic_claims: ClaimIndex = kwargs["topic_claims"]  # kopf passes an index by its id
         topic_name = spec.get("topicName") or name
+        if _conflict(topic_claims, body, "topicName") is not None:
+            return  # not its topic: deleting this resource deletes nothing on the coordinator
         with metrics.reconciling("Topic"):
             try:
                 await admin.delete_topic(topic_name)
@@ -319,9 +388,16 @@ def register(
         status: kopf.Status,
         patch: kopf.Patch,
         memo: kopf.Memo,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
+        group_claims: ClaimIndex = kwargs["group_claims"]  # kopf passes an index by its id
         group_memo: GroupMemo = memo.setdefault("group", GroupMemo())
+        conflict = _conflict(group_claims, body, "groupId")
+        if conflict is not None:
+            # Another team's group: nothing is applied, read or shown for this one.
+            group_memo.applied = None
+            _report_conflict(body, meta, status, patch, st.GROUP_ID_CONFLICT, conflict)
+            return
         loop = asyncio.get_running_loop()
         if loop.time() < group_memo.next_try:
             return
@@ -358,7 +434,8 @@ def register(
             group_memo.failures += 1
             group_memo.next_try = loop.time() + backoff(group_memo.failures)
             metrics.failed("ConsumerGroup")
-            new = st.unreachable_status(old, str(exc), generation=generation, now=_now())
+            new = st.unreachable_status(old, str(exc), generation=generation, now=_now(),
+                                        reason=_failure_reason(exc))  # fmt: skip
             _apply_status(patch, old, new)
             return
         group_memo.failures = 0
@@ -388,28 +465,42 @@ def register(
         registry=registry,
     )
     async def offset_request(
-        name: str, namespace: str | None, logger: kopf.Logger, **_: Any
+        name: str,
+        namespace: str | None,
+        logger: kopf.Logger,
+        **kwargs: Any,
     ) -> None:
-        """`kubectl kgroups reset-offsets` / `delete-offsets`: see `resets`."""
+        """`kubectl kgroups reset-offsets` / `delete-offsets`: see `resets`. A request on
+        a ConsumerGroup whose group id another one owns is recorded Refused, untried."""
+        group_claims: ClaimIndex = kwargs["group_claims"]
         if namespace is None:  # ConsumerGroups are namespaced; kopf's type allows None
             return
+
+        def refusal(body: dict[str, Any]) -> str | None:
+            return _conflict(group_claims, body, "groupId")
+
         with metrics.reconciling("ConsumerGroup"):
             try:
-                await resets.handle(admin, namespace, name, settings=started[0], logger=logger)
+                await resets.handle(admin, namespace, name, settings=started[0], logger=logger,
+                                    refusal=refusal)  # fmt: skip
             except resets.API_FAILURES as exc:  # the object's next event tries again
                 metrics.failed("ConsumerGroup")
                 logger.warning("offset request not handled yet: %s", exc)
 
     @kopf.on.delete(API_GROUP, API_VERSION, "consumergroups", id="group-delete", registry=registry)
     async def delete_group(
+        body: kopf.Body,
         spec: kopf.Spec,
         name: str,
         meta: kopf.Meta,
         status: kopf.Status,
         patch: kopf.Patch,
         retry: int,
-        **_: Any,
+        **kwargs: Any,
     ) -> None:
+        group_claims: ClaimIndex = kwargs["group_claims"]  # kopf passes an index by its id
+        if _conflict(group_claims, body, "groupId") is not None:
+            return  # another ConsumerGroup's group: deleting this one deletes nothing
         with metrics.reconciling("ConsumerGroup"):
             await _delete(spec, name, meta, status, patch, retry)
 
@@ -422,8 +513,8 @@ def register(
         retry: int,
     ) -> None:
         cg = ConsumerGroupSpec.model_validate(dict(spec))
-        if cg.deletionPolicy.value == "Orphan":
-            return
+        if cg.deletionPolicy is not DeletionPolicy.DELETE:
+            return  # Retain: the group and its offsets stay on the coordinator
         group_id = cg.groupId or name
         old = dict(status)
 
@@ -447,6 +538,32 @@ def register(
             raise wait("CoordinatorUnreachable", str(exc)) from exc
         except AdminError as exc:
             raise wait("CoordinatorRejected", str(exc)) from exc
+
+
+def _report_conflict(
+    body: kopf.Body,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    patch: kopf.Patch,
+    reason: str,
+    message: str,
+) -> None:
+    """Ready=False with `reason`, nothing else of the named group or topic in the status,
+    and a Warning event the first time."""
+    old = dict(status)
+    if not st.in_conflict(old, reason):
+        kopf.event(body, type="Warning", reason=reason, message=message)
+    new = st.conflict_status(old, reason, message, generation=meta.get("generation"), now=_now())
+    _apply_status(patch, old, new)
+
+
+def _topic_conflict(
+    body: kopf.Body, meta: kopf.Meta, status: kopf.Status, patch: kopf.Patch, index: ClaimIndex
+) -> bool:
+    conflict = _conflict(index, body, "topicName")
+    if conflict is not None:
+        _report_conflict(body, meta, status, patch, st.TOPIC_NAME_CONFLICT, conflict)
+    return conflict is not None
 
 
 async def _log_ends(admin: Admin, offsets: dict[tuple[str, int], int]) -> dict[TP, int]:
@@ -482,12 +599,7 @@ async def _ensure_topic(
         else:
             actual = existing
     except (CoordinatorUnavailable, AdminError) as exc:
-        reason = (
-            "CoordinatorUnreachable"
-            if isinstance(exc, CoordinatorUnavailable)
-            else "CoordinatorRejected"
-        )
-        _not_ready(patch, old, reason, str(exc), generation)
+        _not_ready(patch, old, _failure_reason(exc), str(exc), generation)
         return str(exc)
     if actual > topic.partitions:
         ready = (

@@ -133,8 +133,13 @@ class Topic(_Model):
 
 
 class DeletionPolicy(StrEnum):
+    """What deleting a ConsumerGroup does to its group on the coordinator. Retain by
+    default, as Kubernetes keeps data (a PersistentVolume's reclaim policy): a GitOps
+    prune or a namespace deletion must not destroy a group's progress. Delete is asked
+    for explicitly."""
+
+    RETAIN = "Retain"
     DELETE = "Delete"
-    ORPHAN = "Orphan"
 
 
 INT_MAX = 2**31 - 1
@@ -213,9 +218,11 @@ class ConsumerGroupSpec(_Model):
         description="Coordinator settings enforced for this group only.",
     )
     deletionPolicy: DeletionPolicy = Field(
-        default=DeletionPolicy.DELETE,
-        description="Delete: when this resource is deleted, wait until the group is Empty, "
-        "then delete it and its committed offsets from the coordinator. Orphan: leave them.",
+        default=DeletionPolicy.RETAIN,
+        description="Retain (the default): deleting this resource leaves the group and its "
+        "committed offsets on the coordinator (a new ConsumerGroup with the same group id "
+        "takes them up). Delete: wait until the group is Empty, then delete it and its "
+        "committed offsets.",
     )
 
     model_config = ConfigDict(

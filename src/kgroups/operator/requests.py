@@ -44,6 +44,10 @@ from kgroups.operator.models import (
 )
 
 ANNOTATION = f"{API_GROUP}/offset-request"
+REQUESTER = f"{API_GROUP}/offset-request-by"
+"""Who wrote the request, as the API server authenticated them: the chart's admission
+policy refuses a request whose value is not the writer's own user name (and one whose
+writer lacks the `reset` verb on the ConsumerGroup)."""
 MAX_RECORDS = 10
 MAX_PLAN = 500
 """Partitions listed per record: ten records of this many stay far below etcd's object

@@ -127,8 +127,14 @@ class _Object:
 
     async def remove_annotation(self, value: str) -> None:
         """Remove the request's annotation if it still holds `value` (a newer request
-        written meanwhile stays)."""
-        path = "/metadata/annotations/" + rq.ANNOTATION.replace("~", "~0").replace("/", "~1")
+        written meanwhile stays), with its writer's, in one patch."""
+        body = await self.get()
+        annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
+        path, by = _pointer(rq.ANNOTATION), _pointer(rq.REQUESTER)
+        ops: list[dict[str, Any]] = [{"op": "test", "path": path, "value": value},
+                                     {"op": "remove", "path": path}]  # fmt: skip
+        if rq.REQUESTER in annotations:
+            ops.append({"op": "remove", "path": by})
         # Changed or gone (422, 404): nothing of this request's is left to remove.
         with contextlib.suppress(
             kopf_errors.APIUnprocessableEntityError, kopf_errors.APINotFoundError
@@ -136,13 +142,15 @@ class _Object:
             await kopf_api.patch(
                 self.url,
                 headers={"Content-Type": "application/json-patch+json"},
-                payload=[
-                    {"op": "test", "path": path, "value": value},
-                    {"op": "remove", "path": path},
-                ],
+                payload=ops,
                 settings=self.settings,
                 logger=self.logger,
             )
+
+
+def _pointer(annotation: str) -> str:
+    """The JSON pointer of an annotation (RFC 6901 escapes)."""
+    return "/metadata/annotations/" + annotation.replace("~", "~0").replace("/", "~1")
 
 
 def _event(body: dict[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -165,14 +173,26 @@ async def handle(
     *,
     settings: kopf.OperatorSettings,
     logger: kopf.Logger,
+    refusal: Callable[[dict[str, Any]], str | None] = lambda body: None,
 ) -> None:
-    """Execute the ConsumerGroup's pending offset request, once, and record it."""
+    """Execute the ConsumerGroup's pending offset request, once, and record it.
+    `refusal(body)` says why a request on this object must not run at all (another,
+    older ConsumerGroup owns its group id): it is then recorded Refused, untried."""
     obj = _Object(namespace, name, settings, logger)
     body = await obj.get()
     text = None if body is None else _annotation(body)
     if body is None or text is None or body["metadata"].get("deletionTimestamp"):
         return  # a stale event: the request is already gone
     request = rq.parse_request(text)
+    writer = ((body.get("metadata") or {}).get("annotations") or {}).get(rq.REQUESTER)
+    if not isinstance(request, rq.Invalid) and writer and writer != request.requestedBy:
+        # The admission policy stamps who wrote the request: a request claiming to be
+        # someone else's is not run.
+        request = rq.Invalid(
+            request.id,
+            f"requestedBy {request.requestedBy!r} is not who wrote the request ({writer!r})",
+            request.requestedBy,
+        )
     if isinstance(request, rq.Invalid):
         record = rq.invalid(request, now=_now())
         if rq.find(_records(body), request.id) is None:
@@ -207,7 +227,8 @@ async def handle(
     if await obj.update_records(claim) is None:
         return
     group_id = (body.get("spec") or {}).get("groupId") or name
-    done = await execute(admin, group_id, request)
+    refused = refusal(body)
+    done = rq.Done(Result.REFUSED, refused) if refused else await execute(admin, group_id, request)
     record = rq.finished(request, done, now=_now())
     await obj.update_records(lambda b: rq.push(_records(b), record))
     logger.info("offset request %s by %s: %s", request.id, request.requestedBy, done.result.value)

@@ -218,21 +218,59 @@ def group_status(
 
 
 def unreachable_status(
-    old: dict[str, Any], message: str, *, generation: int | None, now: str
+    old: dict[str, Any],
+    message: str,
+    *,
+    generation: int | None,
+    now: str,
+    reason: str = "CoordinatorUnreachable",
 ) -> dict[str, Any]:
-    """The old status with Ready=False/CoordinatorUnreachable: the rest is left as last seen."""
+    """The old status with Ready=False and `reason` (CoordinatorUnreachable, or
+    NotAuthorized / CoordinatorRejected when it answered no): the rest as last seen."""
     status = dict(old)
     status["observedGeneration"] = generation
     status["conditions"] = set_condition(
         list(old.get("conditions") or []),
         "Ready",
         "False",
-        "CoordinatorUnreachable",
+        reason,
         message,
         generation=generation,
         now=now,
     )
     return _prune(status)
+
+
+GROUP_ID_CONFLICT = "GroupIdConflict"
+TOPIC_NAME_CONFLICT = "TopicNameConflict"
+
+
+def conflict_status(
+    old: dict[str, Any],
+    reason: str,
+    message: str,
+    *,
+    generation: int | None,
+    now: str,
+    keep: tuple[str, ...] = PRESERVED,
+) -> dict[str, Any]:
+    """A resource whose Kafka name another (older) resource owns: Ready=False with
+    `reason`, and nothing about the group or topic it names. What it showed before
+    (members, assignment, offsets of a group that is not its own) is dropped; only its
+    own records (`keep`) stay."""
+    status: dict[str, Any] = {k: old[k] for k in keep if k in old}
+    status["observedGeneration"] = generation
+    status["conditions"] = set_condition(
+        [c for c in old.get("conditions") or [] if c.get("type") == "Ready"],
+        "Ready", "False", reason, message, generation=generation, now=now,
+    )  # fmt: skip
+    return _prune(status)
+
+
+def in_conflict(old: dict[str, Any], reason: str) -> bool:
+    """Whether the status already says `reason` (the Event was posted then)."""
+    return any(c.get("type") == "Ready" and c.get("reason") == reason
+               for c in old.get("conditions") or [])  # fmt: skip
 
 
 def _prune(status: dict[str, Any]) -> dict[str, Any]:
