@@ -425,9 +425,9 @@ def test_a_request_is_executed_once_across_operator_restarts(
 def test_users_need_only_the_charts_kgroups_roles(
     controlplane: ControlPlane, stack: Stack, namespace: str
 ) -> None:
-    """The chart's viewer and editor roles (rbac.userRoles): `view` in a namespace
-    (aggregated) lists and describes; the editor role also requests resets, recorded with
-    the user's name."""
+    """The chart's viewer, editor and offset-resetter roles (rbac.userRoles): `view` in a
+    namespace (aggregated) lists and describes; the editor and offset-resetter roles
+    request resets, recorded with the user's name."""
     cp, ns = controlplane, namespace
     commit(stack.coordinator, {("orders", 0): 3})
     rendered = subprocess.run(
@@ -437,8 +437,8 @@ def test_users_need_only_the_charts_kgroups_roles(
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     roles = [d for d in yaml.safe_load_all(rendered) if d]
-    assert sorted(r["metadata"]["name"] for r in roles) == ["kg-kgroups-editor",
-                                                            "kg-kgroups-viewer"]  # fmt: skip
+    assert sorted(r["metadata"]["name"] for r in roles) == [
+        "kg-kgroups-editor", "kg-kgroups-offset-resetter", "kg-kgroups-viewer"]  # fmt: skip
     for role in roles:
         role["metadata"]["name"] += f"-{ns}"
     cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(roles))
@@ -446,6 +446,9 @@ def test_users_need_only_the_charts_kgroups_roles(
         alice, bob = (cp.user(f"{name}-{ns[-8:]}") for name in ("alice", "bob"))
         cp.kubectl("create", "rolebinding", "alice", "-n", ns, f"--user=alice-{ns[-8:]}",
                    f"--clusterrole=kg-kgroups-editor-{ns}")  # fmt: skip
+        # resets are a verb of their own (what the chart's admission policy asks for)
+        cp.kubectl("create", "rolebinding", "alice-resets", "-n", ns, f"--user=alice-{ns[-8:]}",
+                   f"--clusterrole=kg-kgroups-offset-resetter-{ns}")  # fmt: skip
         cp.kubectl("create", "rolebinding", "bob", "-n", ns, f"--user=bob-{ns[-8:]}",
                    "--clusterrole=view")  # fmt: skip
         wait_until(lambda: kgroups(cp, "list", "-n", ns, kubeconfig=bob, check=None)

@@ -88,6 +88,8 @@ METRICS: tuple[Metric, ...] = (
        "connections closed on accept: over max connections (total) or per address"),
     _m("kgroups_connections_idle_closed_total", "counter", "", "coordinator",
        "connections closed after connections.max.idle.ms without a request"),
+    _m("kgroups_connections_unauthenticated_closed_total", "counter", "", "coordinator",
+       "connections on SASL listeners closed for not authenticating in time"),
     _m("kgroups_buffered_request_bytes", "gauge", "", "coordinator",
        "bytes of requests received and not handled yet, partial frames included"),
     _m("kgroups_buffered_request_pauses_total", "counter", "", "coordinator",

@@ -85,6 +85,9 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         self._flush_scheduled = False
         self.timers: set[asyncio.TimerHandle] = set()
+        self.listener_name = listener.name if listener is not None else ""
+        self._principal: object = None
+        self._principal_text = "None"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -173,6 +176,14 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+
+    @property
+    def principal_text(self) -> str:
+        """The session's principal as text (`User:alice`), made once per principal."""
+        principal = self.session.principal
+        if principal is not self._principal:
+            self._principal, self._principal_text = principal, str(principal)
+        return self._principal_text
 
     @property
     def idle(self) -> bool:

@@ -53,6 +53,8 @@ FORGET_SLACK = 1000
 dropped; past this many, they are dropped at once (no scrape may ever come)."""
 
 
+_LABELS = {code: code.name.upper() for code in ErrorCode}
+"""An error code as its `error` label (Kafka's name: NONE, ILLEGAL_GENERATION...)."""
 _FLAT: dict[type, bool] = {}
 """Response types whose only error code is their top-level `error` (a Heartbeat's): no
 walk of the body is needed to find what they report."""
@@ -194,7 +196,7 @@ class CoordinatorMetrics(Collector):
         group only for a group that exists once it is answered: a commit refused for a
         group id nobody uses (an unauthorized client sending thousands) leaves no series."""
         t = self._t
-        t.requests[api, response_error(body).name.upper()] += 1
+        t.requests[api, _LABELS[response_error(body)]] += 1
         t.request_seconds[api].observe(seconds)
         if isinstance(body, OffsetCommitResponse) and group_id is not None:
             coordinator = self._coordinator()

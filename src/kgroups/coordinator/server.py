@@ -91,6 +91,7 @@ from kgroups.shown import LogBudget, shown, suppressed
 log = logging.getLogger("kgroups.coordinator")
 
 _HEAD = struct.Struct(">ii")
+_NOTHING_DENIED: frozenset[Action] = frozenset()
 _CACHEABLE = (HeartbeatResponse,)
 """Answers whose bytes depend only on their content: encoded once per (version, content)."""
 LISTEN_BACKLOG = 1024
@@ -225,6 +226,8 @@ class CoordinatorServer:
         self._queue: list[Effects] = []
         self._writing = False
         self._timer: asyncio.TimerHandle | None = None
+        self._rearm_scheduled = False
+        self._debug = log.isEnabledFor(logging.DEBUG)
         self._timer_deadline: int | None = None
         self._stopped = asyncio.Event()
         self._payloads: dict[tuple[int, int, object], bytes] = {}
@@ -458,25 +461,33 @@ class CoordinatorServer:
     # -- requests ------------------------------------------------------------------------
 
     def dispatch(self, conn: Connection, frame: bytes) -> None:
+        """One request frame of `conn`: answered now, or once what it waits for is done.
+        The common path (a request that needs no authorization question and no throttle,
+        a heartbeat above all) is written for speed: nothing is built or looked up twice."""
         if self.failure is not None:
             return  # stopping: the state behind any answer is not trusted
         try:
-            key, version, correlation_id = peek_header(frame)
+            header = peek_header(frame)
         except MalformedFrame as exc:
             conn.abort(str(exc))
             return
-        refused = conn.session.admit(key, self.now_ms())
+        key, version, correlation_id = header
+        loop = self._loop
+        assert loop is not None
+        received = loop.time()
+        now_ms = int(received * 1000) + self._epoch_offset_ms
+        refused = conn.session.admit(key, now_ms)
         if refused is not None:
             conn.abort(refused)
             return
         if key == ApiKey.API_VERSIONS:
             conn.complete(api_versions_frame(correlation_id, version))
             return
-        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+        if key == ApiKey.SASL_HANDSHAKE or key == ApiKey.SASL_AUTHENTICATE:  # noqa: PLR1714
             self._authenticate(conn, frame)
             return
         try:
-            request = parse_request(frame)
+            request = parse_request(frame, header)
             if key == ApiKey.PRODUCE:
                 refusal = refused_produce(version, correlation_id, request.body)
                 if refusal is None:
@@ -491,21 +502,24 @@ class CoordinatorServer:
         except MalformedFrame as exc:
             conn.abort(str(exc))
             return
-        coordinator = self.coordinator
-        assert coordinator is not None
-        assert self._loop is not None
-        received = self._loop.time()
-        incoming = _Incoming(conn, key, version, correlation_id, request.client_id, body, received)
         limiter = self._rates.get(key)
         if limiter is not None:
             principal = conn.session.principal
             who = str(principal) if principal != ANONYMOUS else f"ANONYMOUS{conn.client_host}"
             wait = limiter.delay(who, received)
             if wait > 0:  # over the principal's rate: this connection waits its turn
+                incoming = _Incoming(conn, key, version, correlation_id, request.client_id,
+                                     body, received)  # fmt: skip
                 self.metrics.throttled(metric_api_name(key), wait)
                 conn.call_later(wait, lambda: self._authorize_and_handle(incoming))
                 return
-        self._authorize_and_handle(incoming)
+        if self.authorizer is None:
+            self._handle(conn, key, version, correlation_id, request.client_id, body, received,
+                         _NOTHING_DENIED, now_ms)  # fmt: skip
+            return
+        self._authorize_and_handle(
+            _Incoming(conn, key, version, correlation_id, request.client_id, body, received)
+        )
 
     def _authorize_and_handle(self, incoming: _Incoming) -> None:
         conn, key, body = incoming.conn, incoming.api_key, incoming.body
@@ -514,23 +528,19 @@ class CoordinatorServer:
         coordinator = self.coordinator
         assert coordinator is not None
         assert self._loop is not None
-        denied: frozenset[Action] = frozenset()
-        if self.authorizer is not None and str(conn.session.principal) not in self._super_users:
+        denied: frozenset[Action] = _NOTHING_DENIED
+        principal = conn.principal_text
+        if self.authorizer is not None and principal not in self._super_users:
             actions = coordinator.needed(body)
             if actions:
-                principal = str(conn.session.principal)
                 reset = isinstance(body, OffsetCommitRequest) and body.generation_id < 0
                 known = self.authorizer.denied_now(principal, conn.client_host, key, actions,
                                                    reset)  # fmt: skip
                 if known is None:  # ask, then handle: the connection waits, in order
-                    task = self._loop.create_task(
-                        self._authorize_then_handle(incoming, principal, actions, reset)
-                    )
-                    self._authorizing.add(task)
-                    task.add_done_callback(self._authorizing.discard)
+                    self._keep(self._authorize_then_handle(incoming, principal, actions, reset))
                     return
                 denied = known
-        self._handle(incoming, denied)
+        self._handle_incoming(incoming, denied)
 
     async def _authorize_then_handle(self, incoming: _Incoming, principal: str,
                                      actions: frozenset[Action], reset: bool) -> None:  # fmt: skip
@@ -550,32 +560,35 @@ class CoordinatorServer:
                 return
             asked |= new
             actions = asked | coordinator.needed(incoming.body)
-        self._handle(incoming, denied)
+        self._handle_incoming(incoming, denied)
 
-    def _handle(self, incoming: _Incoming, denied: frozenset[Action]) -> None:
-        conn, key, version, body = incoming.conn, incoming.api_key, incoming.version, incoming.body
+    def _handle_incoming(self, incoming: _Incoming, denied: frozenset[Action]) -> None:
+        i = incoming
+        self._handle(i.conn, i.api_key, i.version, i.correlation_id, i.client_id, i.body,
+                     i.received, denied, self.now_ms())  # fmt: skip
+
+    def _handle(self, conn: Connection, key: int, version: int, correlation_id: int,
+                client_id: str, body: Any, received: float, denied: frozenset[Action],
+                now_ms: int) -> None:  # fmt: skip
         coordinator = self.coordinator
         assert coordinator is not None
         ref = next(self._refs)
-        if log.isEnabledFor(logging.DEBUG):
+        if self._debug:
             log.debug("<- %s %s v%d #%d %r", conn.peer, api_name(key), version, ref, body)
         if denied:
             self.metrics.refused(a.resource_type.name for a in denied)
-            self._log_refusal(str(conn.session.principal), conn.peer, denied)
-        group_id = body.group_id if isinstance(body, OffsetCommitRequest) else None
-        self._pending[ref] = _Pending(
-            conn, key, version, incoming.correlation_id, incoming.received, group_id
-        )
-        listener = conn.listener.name if conn.listener else ""
-        ctx = RequestContext(ref, version, incoming.client_id, conn.client_host,
-                             str(conn.session.principal), listener, denied)  # fmt: skip
+            self._log_refusal(conn.principal_text, conn.peer, denied)
+        group_id = body.group_id if type(body) is OffsetCommitRequest else None
+        self._pending[ref] = _Pending(conn, key, version, correlation_id, received, group_id)
+        ctx = RequestContext(ref, version, client_id, conn.client_host, conn.principal_text,
+                             conn.listener_name, denied)  # fmt: skip
         try:
-            effects = coordinator.handle(ctx, body, now_ms=self.now_ms())
+            effects = coordinator.handle(ctx, body, now_ms=now_ms)
         except HandlerFailed as failed:
             self._halt(failed, f"a bug while handling {api_name(key)} v{version}")
             return
         self._submit(effects)
-        self._rearm()
+        self._rearm_soon()
 
     def _log_refusal(self, principal: str, peer: str, denied: frozenset[Action]) -> None:
         """Once per principal and kind of refusal (operation and resource type, not the
@@ -818,7 +831,15 @@ class CoordinatorServer:
 
     # -- timers --------------------------------------------------------------------------
 
+    def _rearm_soon(self) -> None:
+        """Re-arm the timer once the requests of this turn of the loop are handled: a
+        batch of pipelined heartbeats re-arms it once, not once each."""
+        if not self._rearm_scheduled and self._loop is not None:
+            self._rearm_scheduled = True
+            self._loop.call_soon(self._rearm)
+
     def _rearm(self) -> None:
+        self._rearm_scheduled = False
         if self.coordinator is None or self.failure is not None or self._loop is None:
             return
         deadline = self.coordinator.next_deadline_ms()

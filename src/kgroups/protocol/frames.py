@@ -84,9 +84,10 @@ def writer_for(cls: type) -> Any:
     return writer
 
 
-def parse_request(frame: bytes) -> Request:
-    """Decode one request frame payload (the bytes after the size prefix)."""
-    key, version, correlation_id = peek_header(frame)
+def parse_request(frame: bytes, header: tuple[int, int, int] | None = None) -> Request:
+    """Decode one request frame payload (the bytes after the size prefix); `header` is
+    what `peek_header` already said of it, if the caller asked."""
+    key, version, correlation_id = header or peek_header(frame)
     spec = SUPPORTED.get(key)
     if spec is None or not spec.supports(version):
         raise UnsupportedRequest(key, version, correlation_id)
