@@ -122,9 +122,12 @@ def test_reset_offsets_writes_a_request_only_on_the_object_as_read(
     get, whoami, annotate = log.read_text().splitlines()
     assert get == f"get {RESOURCE} billing -o json --namespace team"
     assert whoami == "auth whoami -o json"  # cluster-wide: no namespace flag
-    verb, resource, name, pair, version, *flags = annotate.split(" ")
+    verb, resource, name, pair, by, overwrite, version, *flags = annotate.split(" ")
     assert (verb, resource, name, version) == ("annotate", RESOURCE, "billing",
                                                "--resource-version=7")  # fmt: skip
+    # the author beside the request, as the admission policy checks it; --overwrite is
+    # safe only because the write is conditional on the version read (no request pending)
+    assert (by, overwrite) == ("kgroups.io/offset-request-by=alice", "--overwrite")
     assert flags == ["--namespace", "team"]
     key, _, value = pair.partition("=")
     assert key == ANNOTATION

@@ -93,7 +93,8 @@ log = logging.getLogger("kgroups.coordinator")
 _HEAD = struct.Struct(">ii")
 _NOTHING_DENIED: frozenset[Action] = frozenset()
 _CACHEABLE = (HeartbeatResponse,)
-"""Answers whose bytes depend only on their content: encoded once per (version, content)."""
+"""Answers whose bytes depend only on their version and content (one API each): encoded
+once per (version, content)."""
 LISTEN_BACKLOG = 1024
 """Connections the kernel queues before they are accepted (Kafka's
 socket.listen.backlog.size is 50): a burst of reconnecting members after a restart is
@@ -230,7 +231,7 @@ class CoordinatorServer:
         self._debug = log.isEnabledFor(logging.DEBUG)
         self._timer_deadline: int | None = None
         self._stopped = asyncio.Event()
-        self._payloads: dict[tuple[int, int, object], bytes] = {}
+        self._payloads: dict[tuple[int, object], bytes] = {}
         self.failure: BaseException | None = None
         self._halting: asyncio.Task[None] | None = None
         self.metrics = CoordinatorMetrics(
@@ -745,11 +746,13 @@ class CoordinatorServer:
         self._flush()
 
     def _deliver(self, replies: tuple[Reply, ...]) -> None:
+        loop = self._loop
+        assert loop is not None
         for reply in replies:
             pending = self._pending.pop(reply.ref, None)
             if pending is None or pending.conn.closed:
                 continue
-            if log.isEnabledFor(logging.DEBUG):
+            if self._debug:
                 log.debug("-> %s #%d %r", pending.conn.peer, reply.ref, reply.body)
             try:
                 frame = self._frame(pending, reply)
@@ -757,9 +760,8 @@ class CoordinatorServer:
                 log.exception("cannot encode %s", api_name(pending.api_key))
                 pending.conn.abort(f"internal error encoding a response: {exc!r}")
                 continue
-            assert self._loop is not None
-            waited = self._loop.time() - pending.received
-            if isinstance(reply.body, FetchResponse) and reply.body.wait_ms > 0:
+            waited = loop.time() - pending.received
+            if type(reply.body) is FetchResponse and reply.body.wait_ms > 0:
                 pending.conn.complete_later(reply.body.wait_ms / 1000, frame)
                 waited += reply.body.wait_ms / 1000
             else:
@@ -770,7 +772,7 @@ class CoordinatorServer:
 
     def _frame(self, pending: _Pending, reply: Reply) -> bytes:
         if type(reply.body) in _CACHEABLE:
-            key = (pending.api_key, pending.api_version, reply.body)
+            key = (pending.api_version, reply.body)
             payload = self._payloads.get(key)
             if payload is None:
                 body = encode(pending.api_key, pending.api_version, reply.body)

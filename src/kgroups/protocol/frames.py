@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import io
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.serial import entity_writer
 
@@ -45,8 +44,9 @@ class UnsupportedRequest(Exception):
         self.correlation_id = correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(NamedTuple):
+    """A decoded request (a named tuple: one is made per request)."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -89,28 +89,44 @@ def parse_request(frame: bytes, header: tuple[int, int, int] | None = None) -> R
     what `peek_header` already said of it, if the caller asked."""
     key, version, correlation_id = header or peek_header(frame)
     spec = SUPPORTED.get(key)
-    if spec is None or not spec.supports(version):
+    if spec is None or not spec.min_version <= version <= spec.max_version:
         raise UnsupportedRequest(key, version, correlation_id)
     cls = request_class(key, version)
-    buf = memoryview(frame)
     try:
-        offset = _FIXED.size
-        (length,) = _I16.unpack_from(buf, offset)
-        offset += 2
+        (length,) = _I16.unpack_from(frame, _FIXED.size)
+        offset = _FIXED.size + 2
         client_id = ""
         if length >= 0:
-            if offset + length > len(buf):
+            end = offset + length
+            if end > len(frame):
                 raise MalformedFrame("client id runs past the frame")
-            client_id = bytes(buf[offset : offset + length]).decode("utf-8")
-            offset += length
+            client_id = _client_id(frame[offset:end])
+            offset = end
         if cls.__flexible__:  # type: ignore[attr-defined]
-            offset = skip_tagged_fields(buf, offset)
-        body = read_entity(cls, buf, offset)
+            if offset < len(frame) and frame[offset] == 0:  # the usual: no header tags
+                offset += 1
+            else:
+                offset = skip_tagged_fields(memoryview(frame), offset)
+        body = read_entity(cls, frame, offset)
     except MalformedFrame:
         raise
     except Exception as exc:  # kio raises many types on bad input; all mean "malformed"
         raise MalformedFrame(f"cannot decode {spec.name} v{version}: {exc!r}") from exc
     return Request(key, version, correlation_id, client_id, body)
+
+
+_CLIENT_IDS: dict[bytes, str] = {}
+"""Client ids seen, decoded: a client sends the same one with every request."""
+
+
+def _client_id(raw: bytes) -> str:
+    text = _CLIENT_IDS.get(raw)
+    if text is None:
+        text = raw.decode("utf-8")
+        if len(_CLIENT_IDS) >= 4096:
+            _CLIENT_IDS.clear()  # many clients (or made-up ids): forget, never grow
+        _CLIENT_IDS[raw] = text
+    return text
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:

