@@ -15,7 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kgroups.coordinator.core import Node
 from kgroups.coordinator.limits import PRE_AUTH_MAX_FRAME_BYTES
@@ -90,8 +90,8 @@ class Connection(asyncio.Protocol):
         self._principal_text = "None"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport (uvloop's does not subclass asyncio's, so no isinstance).
+        self.transport = cast("asyncio.Transport", transport)
         peername = transport.get_extra_info("peername")
         if peername:
             self.peer = f"{peername[0]}:{peername[1]}"
@@ -101,7 +101,7 @@ class Connection(asyncio.Protocol):
         if refused is not None:
             self.server.reject(address, refused)
             self.closed = True
-            transport.abort()
+            self.transport.abort()
             return
         self.counted = address
         self.last_active = asyncio.get_running_loop().time()
@@ -211,15 +211,14 @@ class Connection(asyncio.Protocol):
                 and not self._write_paused
                 and self._out_bytes < MAX_UNSENT_BYTES
                 and self._frames
-                and not self.closed
             ):
                 self._busy = True
                 frame = self._frames.popleft()
                 self._queued_bytes -= len(frame)
-                self._account()
                 self.server.dispatch(self, frame)
         finally:
             self._pumping = False
+            self._account()  # once per pump, not once per frame
         if (
             self._paused
             and len(self._frames) < MAX_QUEUED_FRAMES // 2

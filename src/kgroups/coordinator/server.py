@@ -580,7 +580,7 @@ class CoordinatorServer:
             self.metrics.refused(a.resource_type.name for a in denied)
             self._log_refusal(conn.principal_text, conn.peer, denied)
         group_id = body.group_id if type(body) is OffsetCommitRequest else None
-        self._pending[ref] = _Pending(conn, key, version, correlation_id, received, group_id)
+        pending = _Pending(conn, key, version, correlation_id, received, group_id)
         ctx = RequestContext(ref, version, client_id, conn.client_host, conn.principal_text,
                              conn.listener_name, denied)  # fmt: skip
         try:
@@ -588,7 +588,19 @@ class CoordinatorServer:
         except HandlerFailed as failed:
             self._halt(failed, f"a bug while handling {api_name(key)} v{version}")
             return
-        self._submit(effects)
+        replies = effects.replies
+        if (
+            len(replies) == 1
+            and replies[0].ref == ref
+            and not effects.records
+            and not effects.observations
+            and not self._queue
+            and not self._writing
+        ):  # answered at once, nothing to write first (a heartbeat): no bookkeeping
+            self._answer(pending, replies[0])
+        else:
+            self._pending[ref] = pending
+            self._submit(effects)
         self._rearm_soon()
 
     def _log_refusal(self, principal: str, peer: str, denied: frozenset[Action]) -> None:
@@ -704,11 +716,12 @@ class CoordinatorServer:
     def _submit(self, effects: Effects) -> None:
         if effects.observations:
             self.metrics.observe(effects.observations)
-        if not effects:
-            return
-        if not effects.records and not self._queue and not self._writing:
-            self._deliver(effects.replies)
-            return
+        if not effects.records:
+            if not effects.replies:
+                return
+            if not self._queue and not self._writing:
+                self._deliver(effects.replies)
+                return
         self._queue.append(effects)
         if not self._writing:
             self._flush()
@@ -746,29 +759,32 @@ class CoordinatorServer:
         self._flush()
 
     def _deliver(self, replies: tuple[Reply, ...]) -> None:
-        loop = self._loop
-        assert loop is not None
         for reply in replies:
             pending = self._pending.pop(reply.ref, None)
-            if pending is None or pending.conn.closed:
-                continue
-            if self._debug:
-                log.debug("-> %s #%d %r", pending.conn.peer, reply.ref, reply.body)
-            try:
-                frame = self._frame(pending, reply)
-            except Exception as exc:
-                log.exception("cannot encode %s", api_name(pending.api_key))
-                pending.conn.abort(f"internal error encoding a response: {exc!r}")
-                continue
-            waited = loop.time() - pending.received
-            if type(reply.body) is FetchResponse and reply.body.wait_ms > 0:
-                pending.conn.complete_later(reply.body.wait_ms / 1000, frame)
-                waited += reply.body.wait_ms / 1000
-            else:
-                pending.conn.complete(frame)
-            self.metrics.answered(
-                metric_api_name(pending.api_key), reply.body, waited, pending.group_id
-            )
+            if pending is not None:
+                self._answer(pending, reply)
+
+    def _answer(self, pending: _Pending, reply: Reply) -> None:
+        """Encode `reply` and send it on its connection (in order behind earlier ones)."""
+        if pending.conn.closed:
+            return
+        if self._debug:
+            log.debug("-> %s #%d %r", pending.conn.peer, reply.ref, reply.body)
+        try:
+            frame = self._frame(pending, reply)
+        except Exception as exc:
+            log.exception("cannot encode %s", api_name(pending.api_key))
+            pending.conn.abort(f"internal error encoding a response: {exc!r}")
+            return
+        assert self._loop is not None
+        waited = self._loop.time() - pending.received
+        if type(reply.body) is FetchResponse and reply.body.wait_ms > 0:
+            pending.conn.complete_later(reply.body.wait_ms / 1000, frame)
+            waited += reply.body.wait_ms / 1000
+        else:
+            pending.conn.complete(frame)
+        self.metrics.answered(metric_api_name(pending.api_key), reply.body, waited,
+                              pending.group_id)  # fmt: skip
 
     def _frame(self, pending: _Pending, reply: Reply) -> bytes:
         if type(reply.body) in _CACHEABLE:
