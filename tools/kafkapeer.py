@@ -189,8 +189,9 @@ class KafkaBroker:
         # A cluster id is 16 random bytes in URL-safe base64 without padding.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(
+            # --cluster-id=ID: an id starting with "-" (1 in 64) is an option to argparse
             self._cmd("kafka.tools.StorageTool", "format", "--standalone", "--ignore-formatted",
-                      "--cluster-id", cluster_id, "--config", str(config)),
+                      f"--cluster-id={cluster_id}", "--config", str(config)),
             check=False, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         if fmt.returncode != 0:
