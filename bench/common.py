@@ -22,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
+
+from bench.loadgen import Security  # noqa: E402  (the paths above first)
 
 SERVER_CPU = "0"
 
@@ -54,15 +57,49 @@ class Target:
     name: str
     host: str
     port: int
+    """Where the load goes (the SASL_SSL listener of a secured target)."""
+    security: Security | None = None
+    setup_port: int = 0
+    """A PLAINTEXT listener for setting up (creating topics); 0: `port`."""
+
+    @property
+    def admin_port(self) -> int:
+        return self.setup_port or self.port
+
+
+PASSWORD = "bench-password"
+
+
+def secured(directory: Path) -> tuple[Security, Path, Path]:
+    """A CA, a server certificate for loopback and the bench's SCRAM user: (what clients
+    use, the server's certificate, its key)."""
+    from tests.pki import Pki
+
+    pki = Pki(directory / "pki")
+    server = pki.issue_server()
+    return Security(pki.ca, "bench", PASSWORD), server.cert, server.key
 
 
 @contextlib.contextmanager
-def kgroups_coordinator(*extra: str) -> Iterator[Target]:
+def kgroups_coordinator(*extra: str, secure: bool = False) -> Iterator[Target]:
+    """The coordinator pinned to SERVER_CPU; `secure`: its load on a SASL_SSL listener
+    (TLS, SCRAM-SHA-512), beside a PLAINTEXT one for setting up."""
     with tempfile.TemporaryDirectory(prefix="kgroups-bench-") as tmp:
         port_file = Path(tmp) / "port"
+        listen = ["--listen", "127.0.0.1:0"]
+        security = None
+        if secure:
+            security, cert, key = secured(Path(tmp))
+            (Path(tmp) / "users.yaml").write_text(
+                f"users:\n  {security.user}:\n    password: {security.password}\n"
+            )
+            listen = ["--listen", "PLAINTEXT://127.0.0.1:0", "--listen", "SASL_SSL://127.0.0.1:0",
+                      "--tls-cert", str(cert), "--tls-key", str(key),
+                      "--sasl-mechanisms", "SCRAM-SHA-512",
+                      "--credentials", f"{tmp}/users.yaml"]  # fmt: skip
         cmd = [
-            *pin(SERVER_CPU), sys.executable, "-m", "kgroups", "coordinator",
-            "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/data", "--port-file", str(port_file),
+            *pin(SERVER_CPU), sys.executable, "-m", "kgroups", "coordinator", *listen,
+            "--data-dir", f"{tmp}/data", "--port-file", str(port_file),
             "--initial-rebalance-delay-ms", "0", "--min-session-timeout-ms", "1000",
             "--log-level", "WARNING", *extra,
         ]  # fmt: skip
@@ -74,7 +111,13 @@ def kgroups_coordinator(*extra: str) -> Iterator[Target]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError((Path(tmp) / "log").read_text())
                 time.sleep(0.05)
-            yield Target("kgroups", "127.0.0.1", int(port_file.read_text()))
+            first, *more = port_file.read_text().split("\n")
+            ports = dict(line.split() for line in more if line.strip())
+            if security is None:
+                yield Target("kgroups", "127.0.0.1", int(first))
+            else:
+                yield Target("kgroups", "127.0.0.1", int(ports["SASL_SSL"]), security,
+                             int(ports["PLAINTEXT"]))  # fmt: skip
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -86,8 +129,9 @@ def kgroups_coordinator(*extra: str) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
-def kafka_broker() -> Iterator[Target | None]:
-    """A real Kafka 4.x broker pinned like the coordinator, or None if it cannot run here."""
+def kafka_broker(*, secure: bool = False) -> Iterator[Target | None]:
+    """A real Kafka 4.x broker pinned like the coordinator, or None if it cannot run here;
+    `secure`: its load on a SASL_SSL listener with SCRAM-SHA-512, as kgroups'."""
     try:
         import kafkapeer  # type: ignore[import-not-found]
     except ImportError:
@@ -104,11 +148,41 @@ def kafka_broker() -> Iterator[Target | None]:
         return
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp:
         port = kafkapeer.free_port()
+        extra: dict[str, str] = {}
+        scram: tuple[str, ...] = ()
+        security = None
+        secure_port = kafkapeer.free_port()
+        if secure:
+            security, cert, key = secured(Path(tmp))
+            (Path(tmp) / "server.pem").write_bytes(key.read_bytes() + cert.read_bytes())
+            controller = "CONTROLLER://127.0.0.1:{}"
+            extra = {
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure_port},"
+                + controller,
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},"
+                f"SASL_SSL://127.0.0.1:{secure_port}",
+                "listener.security.protocol.map":
+                    "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": f"{tmp}/server.pem",
+            }  # fmt: skip
+            scram = (f"SCRAM-SHA-512=[name={security.user},password={security.password}]",)
         broker = kafkapeer.KafkaBroker(
-            port, Path(tmp), group_initial_rebalance_delay_ms=0, cpu=SERVER_CPU
-        )
+            port, Path(tmp), group_initial_rebalance_delay_ms=0, cpu=SERVER_CPU,
+            extra=extra, scram=scram,
+        )  # fmt: skip
+        if secure:  # the controller's port is the broker's to choose
+            broker.settings["listeners"] = broker.settings["listeners"].format(
+                broker.controller_port
+            )
         with broker:
-            yield Target("kafka", "127.0.0.1", port)
+            if security is None:
+                yield Target("kafka", "127.0.0.1", port)
+            else:
+                yield Target("kafka", "127.0.0.1", secure_port, security, port)
 
 
 def median(values: list[float]) -> float:

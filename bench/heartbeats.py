@@ -6,6 +6,10 @@ CPU and the load generator to the other. The same load runs against a real Kafka
 (pinned the same way) when one can run here, so the two figures come from one run.
 
     python bench/heartbeats.py [--members 50] [--window 16] [--seconds 5] [--runs 3]
+                               [--listeners both|plaintext|secured]
+
+Both listeners by default: PLAINTEXT, then SASL_SSL with SCRAM-SHA-512 on both servers
+(the load generator does TLS and the SCRAM exchange on every connection first).
 """
 
 from __future__ import annotations
@@ -75,8 +79,9 @@ async def measure(
     target: Target, members: int, window: int, seconds: float, runs: int
 ) -> list[float]:
     topic = "hb"
-    await admin.create_topic(target.host, target.port, topic, members * 10)
-    group = await form_group(target.host, target.port, "hb-group", topic, members, 10)
+    await admin.create_topic(target.host, target.admin_port, topic, members * 10)
+    group = await form_group(target.host, target.port, "hb-group", topic, members, 10,
+                             security=target.security)  # fmt: skip
     await _Run(group, window, min(seconds, 2)).finished  # warm-up (a JIT deserves one), not counted
     rates = []
     for _ in range(runs):
@@ -100,28 +105,34 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--listeners", choices=("both", "plaintext", "secured"), default="both",
+                        help="PLAINTEXT, SASL_SSL with SCRAM-SHA-512 (TLS and SASL on both "
+                        "sides), or both")  # fmt: skip
     args = parser.parse_args()
     pin_self(LOAD_CPU)
-    results: dict[str, list[float]] = {}
-    with kgroups_coordinator() as target:
-        results["kgroups"] = asyncio.run(
-            measure(target, args.members, args.window, args.seconds, args.runs)
-        )
-    with kafka_broker() as broker:
-        if broker is not None:
-            results[KAFKA_LABEL] = asyncio.run(
-                measure(broker, args.members, args.window, args.seconds, args.runs)
+    modes = {"both": (False, True), "plaintext": (False,), "secured": (True,)}[args.listeners]
+    for secure in modes:
+        results: dict[str, list[float]] = {}
+        with kgroups_coordinator(secure=secure) as target:
+            results["kgroups"] = asyncio.run(
+                measure(target, args.members, args.window, args.seconds, args.runs)
             )
-    print(
-        f"\nHeartbeats/s, server pinned to one core; {args.members} members, "
-        f"{args.window} in flight each, {args.runs} runs of {args.seconds:g} s"
-    )
-    print(f"{'target':<14}{'median':>12}{'min':>12}{'max':>12}")
-    for name, rates in results.items():
-        print(f"{name:<14}{median(rates):>12,.0f}{min(rates):>12,.0f}{max(rates):>12,.0f}")
-    if KAFKA_LABEL in results:
-        ratio = median(results["kgroups"]) / median(results[KAFKA_LABEL])
-        print(f"kgroups / kafka (median): {ratio:.2f}")
+        with kafka_broker(secure=secure) as broker:
+            if broker is not None:
+                results[KAFKA_LABEL] = asyncio.run(
+                    measure(broker, args.members, args.window, args.seconds, args.runs)
+                )
+        listener = "SASL_SSL (TLS, SCRAM-SHA-512)" if secure else "PLAINTEXT"
+        print(
+            f"\nHeartbeats/s on {listener}, server pinned to one core; {args.members} members, "
+            f"{args.window} in flight each, {args.runs} runs of {args.seconds:g} s"
+        )
+        print(f"{'target':<14}{'median':>12}{'min':>12}{'max':>12}")
+        for name, rates in results.items():
+            print(f"{name:<14}{median(rates):>12,.0f}{min(rates):>12,.0f}{max(rates):>12,.0f}")
+        if KAFKA_LABEL in results:
+            ratio = median(results["kgroups"]) / median(results[KAFKA_LABEL])
+            print(f"kgroups / kafka (median): {ratio:.2f}")
 
 
 if __name__ == "__main__":

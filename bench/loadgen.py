@@ -9,9 +9,12 @@ broker.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kio.schema.heartbeat.v4 import request as hb_req
@@ -82,7 +85,8 @@ class Conn(asyncio.Protocol):
                 self.on_frame(frame)
                 continue
             cls, fut = self.waiters.pop(0)
-            body, _ = reader_for(cls)(memoryview(frame), 5)  # correlation id + tagged fields
+            # the correlation id, then a flexible response header's (empty) tagged fields
+            body, _ = reader_for(cls)(memoryview(frame), 5 if cls.__flexible__ else 4)
             fut.set_result(body)
 
     def frame(self, body: Any) -> bytes:
@@ -97,10 +101,52 @@ class Conn(asyncio.Protocol):
         return await fut
 
 
-async def connect(host: str, port: int) -> Conn:
+@dataclass(frozen=True)
+class Security:
+    """TLS to the server (trusting `ca`), then SASL SCRAM-SHA-512 as `user`: how a
+    secured client connects, to kgroups and to Kafka alike."""
+
+    ca: Path
+    user: str
+    password: str
+    mechanism: str = "SCRAM-SHA-512"
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.check_hostname = False
+        return context
+
+
+async def connect(host: str, port: int, security: Security | None = None) -> Conn:
     loop = asyncio.get_running_loop()
-    _, conn = await loop.create_connection(Conn, host, port)
+    tls = security.context() if security is not None else None
+    _, conn = await loop.create_connection(Conn, host, port, ssl=tls)
+    if security is not None:
+        await authenticate(conn, security)
     return conn
+
+
+async def authenticate(conn: Conn, security: Security) -> None:
+    """SaslHandshake v1, then SaslAuthenticate v2 rounds of SCRAM."""
+    from kio.schema.sasl_authenticate.v2 import request as auth_req
+    from kio.schema.sasl_authenticate.v2 import response as auth_resp
+    from kio.schema.sasl_handshake.v1 import request as hs_req
+    from kio.schema.sasl_handshake.v1 import response as hs_resp
+
+    from kgroups.security.sasl_client import ScramClient
+
+    handshake = await conn.request(hs_req.SaslHandshakeRequest(mechanism=security.mechanism),
+                                   hs_resp.SaslHandshakeResponse)  # fmt: skip
+    if int(handshake.error_code) != 0:
+        raise RuntimeError(f"SASL handshake refused: {handshake.error_code!r}")
+    client = ScramClient(security.user, security.password, security.mechanism)
+    token: bytes | None = client.first()
+    while token is not None:
+        answer = await conn.request(auth_req.SaslAuthenticateRequest(auth_bytes=token),
+                                    auth_resp.SaslAuthenticateResponse)  # fmt: skip
+        if int(answer.error_code) != 0:
+            raise RuntimeError(f"SASL authentication failed: {answer.error_message}")
+        token = client.step(answer.auth_bytes)
 
 
 class Member:
@@ -190,12 +236,14 @@ class Member:
         return self.conn.frame(body)
 
 
-async def find_coordinator(host: str, port: int, group: str) -> None:
+async def find_coordinator(
+    host: str, port: int, group: str, security: Security | None = None
+) -> None:
     """What real clients do first; a Kafka broker creates __consumer_offsets on demand."""
     from kio.schema.find_coordinator.v6 import request as fc_req
     from kio.schema.find_coordinator.v6 import response as fc_resp
 
-    conn = await connect(host, port)
+    conn = await connect(host, port, security)
     try:
         for _ in range(300):
             body = build(
@@ -213,13 +261,14 @@ async def find_coordinator(host: str, port: int, group: str) -> None:
 
 async def form_group(
     host: str, port: int, group: str, topic: str, n: int, partitions_per_member: int,
-    *, session_ms: int = 30_000,
+    *, session_ms: int = 30_000, security: Security | None = None,
 ) -> list[Member]:  # fmt: skip
     """n members joined and synced into one generation, each behaving like a consumer:
     join, sync, heartbeat, and rejoin when the coordinator says a rebalance is on."""
-    await find_coordinator(host, port, group)
+    await find_coordinator(host, port, group, security)
     members = [
-        Member(await connect(host, port), group, topic, i, session_ms=session_ms) for i in range(n)
+        Member(await connect(host, port, security), group, topic, i, session_ms=session_ms)
+        for i in range(n)
     ]
     done = asyncio.Event()
 

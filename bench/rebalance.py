@@ -79,9 +79,9 @@ async def measure(target: Target, size: int, trials: int) -> list[float]:
     partitions = size * PER_MEMBER
     # Kafka's controller refuses batches of 10,000 records, so big topics grow in steps.
     step = 5_000
-    await admin.create_topic(target.host, target.port, topic, min(partitions, step))
+    await admin.create_topic(target.host, target.admin_port, topic, min(partitions, step))
     for total in range(2 * step, partitions + step, step):
-        await admin.create_partitions(target.host, target.port, topic, min(total, partitions))
+        await admin.create_partitions(target.host, target.admin_port, topic, min(total, partitions))
     group = f"rebalance-{size}"
     members = await form_group(target.host, target.port, group, topic, size, PER_MEMBER)
     latencies = []

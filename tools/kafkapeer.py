@@ -136,7 +136,11 @@ class KafkaBroker:
         heap: str = "512m",
         start_timeout: float = 90,
         stop_timeout: float = 30,
+        scram: tuple[str, ...] = (),
     ) -> None:
+        """`scram`: SCRAM credentials written at format time, as kafka-storage takes
+        them (`SCRAM-SHA-512=[name=bench,password=pw]`)."""
+        self.scram = scram
         self.port = port
         self.controller_port = free_port()
         self.data_dir = Path(data_dir)
@@ -191,7 +195,8 @@ class KafkaBroker:
         fmt = subprocess.run(
             # --cluster-id=ID: an id starting with "-" (1 in 64) is an option to argparse
             self._cmd("kafka.tools.StorageTool", "format", "--standalone", "--ignore-formatted",
-                      f"--cluster-id={cluster_id}", "--config", str(config)),
+                      f"--cluster-id={cluster_id}", "--config", str(config),
+                      *(arg for user in self.scram for arg in ("--add-scram", user))),
             check=False, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         if fmt.returncode != 0:
