@@ -207,6 +207,12 @@ class CoordinatorMetrics(Collector):
                 for _, code in topic.partitions:
                     t.commits[group_id, code.name.upper()] += 1
 
+    def heartbeat(self, code: ErrorCode, seconds: float) -> None:
+        """`answered` for a Heartbeat answered with `code` (the hot path's shortcut)."""
+        t = self._t
+        t.requests["Heartbeat", _LABELS[code]] += 1
+        t.request_seconds["Heartbeat"].observe(seconds)
+
     def _tallied(self, group_id: str) -> None:
         """`group_id` has per-group series: drop those of deleted groups when too many."""
         if group_id in self._groups:

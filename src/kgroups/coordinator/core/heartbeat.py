@@ -23,10 +23,12 @@ def handle_heartbeat(core: Core, ctx: RequestContext, req: HeartbeatRequest) -> 
         # Refused before anything else: the member's session is not extended.
         core.out.reply(ctx.ref, _ANSWERS[ErrorCode.group_authorization_failed])
         return
-    core.out.reply(ctx.ref, _ANSWERS[_heartbeat(core, req)])
+    core.out.reply(ctx.ref, _ANSWERS[heartbeat(core, req)])
 
 
-def _heartbeat(core: Core, req: HeartbeatRequest) -> ErrorCode:
+def heartbeat(core: Core, req: HeartbeatRequest) -> ErrorCode:
+    """The answer to an authorized heartbeat; the member's session timer is pushed back
+    when it is still in the group's current generation."""
     if not req.group_id:
         return ErrorCode.invalid_group_id
     group = core.groups.get(req.group_id)

@@ -40,6 +40,7 @@ from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_cluster import Node
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.records import Record
+from kgroups.protocol.errors import ErrorCode
 from kgroups.security.actions import Action
 
 Handler = Callable[[Core, RequestContext, Any], None]
@@ -132,6 +133,16 @@ class GroupCoordinator:
         except Exception as exc:
             raise HandlerFailed(core.out.take()) from exc
         return core.out.take()
+
+    def heartbeat(self, request: mg.HeartbeatRequest, *, now_ms: int) -> ErrorCode:
+        """A heartbeat from a connection whose authorizer has nothing to refuse: what
+        `handle` would answer, without building a context, a reply and effects (heartbeats
+        are most of a coordinator's requests; they write nothing and observe nothing)."""
+        core = self._advance(now_ms)
+        try:
+            return heartbeat.heartbeat(core, request)
+        except Exception as exc:
+            raise HandlerFailed(core.out.take()) from exc
 
     def next_deadline_ms(self) -> int | None:
         return self._core.timers.next_deadline()
