@@ -30,6 +30,7 @@ from kgroups.protocol.build import build
 from kgroups.protocol.client import encode_request
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, free_port, wait_until
+from tests.integration.probe import HeartbeatProbe
 
 PER_ADDRESS = 1500
 IDLE_MS = 1500
@@ -105,6 +106,15 @@ def steady(guarded: tuple[Coordinator, int]) -> Iterator[SteadyMember]:
     member.stop()
 
 
+@pytest.fixture
+def probe(guarded: tuple[Coordinator, int]) -> Iterator[HeartbeatProbe]:
+    """Every heartbeat of another group timed (issue 23: p99 under 500 ms during each
+    attack)."""
+    timed = HeartbeatProbe("127.0.0.1", guarded[0].port)
+    yield timed
+    timed.stop()
+
+
 def metric(port: int, name: str, labels: str = "") -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     pattern = (
@@ -137,7 +147,7 @@ def closed_by_server(sock: socket.socket, within: float) -> bool:
 
 @pytest.mark.parametrize("guarded", [(10_000, ())], indirect=True)
 def test_thousands_of_idle_connections_are_capped_per_address_and_closed_when_idle(
-    guarded: tuple[Coordinator, int], steady: SteadyMember
+    guarded: tuple[Coordinator, int], steady: SteadyMember, probe: HeartbeatProbe
 ) -> None:
     coord, metrics = guarded
     before = steady.mean_latency_during(2)
@@ -159,12 +169,14 @@ def test_thousands_of_idle_connections_are_capped_per_address_and_closed_when_id
             s.close()
     assert len(set(steady.generations)) == 1, "the steady member was thrown out"
     assert during < max(10 * before, 0.05), (before, during)
+    probe.assert_served(started)
 
 
 def test_slow_loris_partial_frames_are_closed_as_idle(
-    guarded: tuple[Coordinator, int], steady: SteadyMember
+    guarded: tuple[Coordinator, int], steady: SteadyMember, probe: HeartbeatProbe
 ) -> None:
     coord, metrics = guarded
+    started = time.monotonic()
     loris = [connect(coord.port) for _ in range(200)]
     try:
         for s in loris:
@@ -182,16 +194,18 @@ def test_slow_loris_partial_frames_are_closed_as_idle(
         for s in loris:
             s.close()
     assert len(set(steady.generations)) == 1
+    probe.assert_served(started)
 
 
 def test_huge_frames_from_many_connections_stay_within_the_buffered_bytes_bound(
-    guarded: tuple[Coordinator, int], steady: SteadyMember
+    guarded: tuple[Coordinator, int], steady: SteadyMember, probe: HeartbeatProbe
 ) -> None:
     """40 connections each start a 20 MiB frame (allowed: under 100 MiB) and push as much
     of it as the coordinator will read: reading stops at the bound, memory stays near it,
     and the steady member is served throughout."""
     coord, metrics = guarded
     base = rss_kib(coord)
+    started = time.monotonic()
     chunk = b"\x00" * (1 << 20)
     senders = [connect(coord.port) for _ in range(40)]
     stop = threading.Event()
@@ -233,6 +247,7 @@ def test_huge_frames_from_many_connections_stay_within_the_buffered_bytes_bound(
     assert grown_mib < 3 * BUFFERED / (1 << 20) + 64, grown_mib  # not 40 x 20 MiB = 800
     assert during < 0.25, during
     assert len(set(steady.generations)) == 1
+    probe.assert_served(started)
     wait_until(lambda: metric(metrics, "kgroups_buffered_request_bytes") == 0, 10,
                "buffered bytes to be released")  # fmt: skip
 
@@ -256,7 +271,7 @@ def join_frame(correlation_id: int) -> bytes:
 @pytest.mark.parametrize("guarded", [(IDLE_MS * 10, ("--join-rate", str(JOIN_RATE)))],
                          indirect=True)  # fmt: skip
 def test_a_flood_of_joins_with_fresh_member_ids_is_slowed_to_the_principals_rate(
-    guarded: tuple[Coordinator, int], steady: SteadyMember
+    guarded: tuple[Coordinator, int], steady: SteadyMember, probe: HeartbeatProbe
 ) -> None:
     """20 connections pipeline 50 JoinGroups each (1000 fresh member ids): they are
     answered at the principal's rate, not at once, so pending members grow at that rate;
@@ -304,3 +319,4 @@ def test_a_flood_of_joins_with_fresh_member_ids_is_slowed_to_the_principals_rate
     assert throttled >= answered[0] - burst - 5, (throttled, answered[0])
     assert during < 0.25, during
     assert len(set(steady.generations)) == 1
+    probe.assert_served(started)
