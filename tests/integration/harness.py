@@ -46,6 +46,17 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: fl
         time.sleep(poll)
 
 
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes `sock` within `within` s (reading nothing from it)."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
 class Coordinator:
     """`kgroups coordinator` as a subprocess, on loopback ports, with a data dir.
 

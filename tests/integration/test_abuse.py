@@ -29,7 +29,7 @@ from kgroups.client import GroupMember
 from kgroups.protocol.build import build
 from kgroups.protocol.client import encode_request
 from tests.integration.conftest import FAST
-from tests.integration.harness import Coordinator, free_port, wait_until
+from tests.integration.harness import Coordinator, closed_by_server, free_port, wait_until
 from tests.integration.probe import HeartbeatProbe
 
 PER_ADDRESS = 1500
@@ -133,16 +133,6 @@ def rss_kib(coord: Coordinator) -> int:
 
 def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=5)
-
-
-def closed_by_server(sock: socket.socket, within: float) -> bool:
-    sock.settimeout(within)
-    try:
-        return sock.recv(1) == b""
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 @pytest.mark.parametrize("guarded", [(10_000, ())], indirect=True)

@@ -101,6 +101,13 @@ def _compiled(cls: type) -> tuple[Walk, bool]:
     return _entity(cls, nullable=False, arrays=arrays), bool(arrays)
 
 
+def read_uvarint(buf: Any, offset: int, end: int | None = None) -> tuple[int, int]:
+    """(value, next offset) of the unsigned varint at `offset` (at most five bytes, as
+    Kafka's), read no further than `end` (default: the buffer's end); LengthOutOfBounds
+    (a ValueError) if it is bad."""
+    return _uvarint(buf, offset, len(buf) if end is None else end)
+
+
 def _uvarint(buf: Any, o: int, end: int) -> tuple[int, int]:
     if o < end and buf[o] < 0x80:  # the usual one-byte varint
         return buf[o], o + 1

@@ -28,6 +28,9 @@ from kio.serial._introspect import (
 from kio.serial._parse import get_field_reader
 
 from kgroups.protocol import bounds
+from kgroups.protocol.bounds import read_uvarint
+
+__all__ = ["read_entity", "read_uvarint", "reader_for", "write_uvarint"]
 
 _UNKNOWN_TAG = "Unknown tagged field"
 _READERS: dict[type, Any] = {}
@@ -39,20 +42,6 @@ def reader_for(cls: type) -> Any:
     if reader is None:
         reader = _READERS[cls] = entity_reader(cls)
     return reader
-
-
-def read_uvarint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
-    """(value, next offset) of the unsigned varint at `offset`; ValueError if it is bad."""
-    shift = result = 0
-    while True:
-        if offset >= len(buf) or shift > 28:
-            raise ValueError("bad unsigned varint")
-        byte = buf[offset]
-        offset += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, offset
-        shift += 7
 
 
 def write_uvarint(value: int) -> bytes:
