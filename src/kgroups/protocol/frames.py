@@ -116,16 +116,19 @@ def parse_request(frame: bytes, header: tuple[int, int, int] | None = None) -> R
 
 
 _CLIENT_IDS: dict[bytes, str] = {}
-"""Client ids seen, decoded: a client sends the same one with every request."""
+"""Client ids seen, decoded: a client sends the same one with every request. At most 4096
+of at most 256 bytes each (1 MiB): made-up ids cost a client its own decoding, nothing
+kept."""
 
 
 def _client_id(raw: bytes) -> str:
     text = _CLIENT_IDS.get(raw)
     if text is None:
         text = raw.decode("utf-8")
-        if len(_CLIENT_IDS) >= 4096:
-            _CLIENT_IDS.clear()  # many clients (or made-up ids): forget, never grow
-        _CLIENT_IDS[raw] = text
+        if len(raw) <= 256:
+            if len(_CLIENT_IDS) >= 4096:
+                _CLIENT_IDS.clear()  # many clients (or made-up ids): forget, never grow
+            _CLIENT_IDS[raw] = text
     return text
 
 
