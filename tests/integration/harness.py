@@ -456,12 +456,21 @@ def create_topic(coordinator: Coordinator, name: str, partitions: int) -> set[tu
     return {(name, p) for p in range(partitions)}
 
 
-def wait_converged(members: list[Member], partitions: set[tuple[str, int]], timeout: float) -> int:
-    """Wait until `members` cover `partitions` exactly once in one generation; return it."""
+def wait_converged(members: list[Member], partitions: set[tuple[str, int]], timeout: float,
+                   after: int = 0) -> int:  # fmt: skip
+    """Wait until `members` cover `partitions` exactly once in one generation later than
+    `after`; return it. (A member that left or died is replaced by a new generation: a
+    wait that accepted the old one could pass on reports written before the change.)"""
+
+    def newer() -> int | None:
+        generation = converged(members, partitions)
+        return generation if generation is not None and generation > after else None
+
     generation: int = wait_until(
-        lambda: converged(members, partitions),
+        newer,
         timeout,
         f"{[m.name for m in members]} to cover {len(partitions)} partitions in one generation "
+        f"after {after} "
         f"(last reports: {[m.assignment for m in members]})",
     )
     return generation
