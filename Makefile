@@ -3,6 +3,7 @@
 #               runs three Spark apps as one ConsumerGroup through a kill and a freeze, and
 #               checks their output against a single-process count
 #   make test   installs, lints (ruff, mypy --strict, import-linter) and runs every test tier
+#   make check  the developer's loop (a few minutes): the lints, then the unit and simulation tiers
 # Python packages come from PyPI into .venv (pip's cache in ~/.cache/pip is reused);
 # Kafka jars (benchmark peer, Java interop member) come from Maven Central into
 # ~/.cache/kgroups (see tools/kafka/README.md).
@@ -15,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,9 @@ lint: install
 
 test: lint kafka spark-kafka controlplane peers cluster-bits prometheus
 	$(BIN)/pytest $(PYTEST_FLAGS) tests
+
+check: lint
+	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/sim
 
 test-unit: install
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit

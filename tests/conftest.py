@@ -1,5 +1,9 @@
 """What every tier shares.
 
+Every coroutine test runs under `_no_leaked_tasks`: a task it (or its fixtures) started and
+left running fails it, by name, as kopf's own tests do (a task nobody keeps is work nobody
+stops, and its failure is seen by nobody).
+
 librdkafka (confluent-kafka) aborts the whole process when one of its clients is destroyed
 from one of its own threads, and Python may do exactly that: a client left in a reference
 cycle is destroyed by whichever thread next triggers the garbage collector, possibly a
@@ -10,12 +14,20 @@ the main thread, and no such client outlives its test.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
-from collections.abc import Iterator
+import inspect
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.tiers import TierSummary
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(TierSummary(), "kgroups-tier-summary")
 
 
 @functools.cache
@@ -31,3 +43,23 @@ def _librdkafka_clients_die_on_the_main_thread(request: pytest.FixtureRequest) -
     yield
     if _uses_librdkafka(str(request.path)):
         gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _tasks_checked_in_coroutine_tests(request: pytest.FixtureRequest) -> None:
+    if isinstance(request.node, pytest.Function) and inspect.iscoroutinefunction(request.node.obj):
+        # Set up before the test's own fixtures, so torn down after them.
+        request.getfixturevalue("_no_leaked_tasks")
+
+
+@pytest.fixture
+async def _no_leaked_tasks() -> AsyncIterator[None]:
+    before = asyncio.all_tasks()
+    yield
+    await asyncio.sleep(0)  # let tasks cancelled by the teardowns finish
+    leaked = [
+        t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
+    ]
+    for task in leaked:
+        task.cancel()
+    assert not leaked, f"tasks left running: {sorted(t.get_name() for t in leaked)}"

@@ -6,7 +6,7 @@
 # `up` is idempotent (a running daemon is reused) and prints the docker socket's path as
 # its last stdout line; everything else goes to stderr.
 #
-# What had to be got round on these machines (../shared/reference/containers.md):
+# What had to be got round on these machines (each point is explained where the code does it):
 #  * no systemd: the daemons are started by hand, their logs and pids under $state/run;
 #    package scripts are kept from starting services (a policy-rc.d for the install);
 #  * root may lack CAP_SYS_RESOURCE in its bounding set, and then every `--privileged`

@@ -104,6 +104,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/cluster" in str(item.fspath):
             item.add_marker(pytest.mark.cluster)
+            # The first test's setup builds every image and a kind cluster.
+            item.add_marker(pytest.mark.timeout(3600))
     # The test that deletes the cluster and checks the host runs after every other
     # cluster test, whichever module they are in.
     last = [i for i in items if i.get_closest_marker("after_every_cluster_test")]

@@ -49,18 +49,6 @@ class GatedStore(Store):
         super().append(records)
 
 
-@pytest.fixture(autouse=True)
-async def no_leaked_tasks() -> AsyncIterator[None]:
-    """Every task a test starts is finished by its end (kopf's _no_asyncio_pending_tasks)."""
-    before = asyncio.all_tasks()
-    yield
-    await asyncio.sleep(0)
-    leaked = [
-        t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()
-    ]
-    assert not leaked, f"tasks left running: {[t.get_name() for t in leaked]}"
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[tuple[CoordinatorServer, GatedStore]]:
     store = GatedStore(tmp_path)

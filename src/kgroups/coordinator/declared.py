@@ -26,6 +26,7 @@ from typing import Any
 
 from kgroups.claims import Claim, claim_of, kafka_name, owner
 from kgroups.coordinator.kubeapi import KubeApi, KubeApiError, WatchExpired
+from kgroups.tasks import Tasks
 
 log = logging.getLogger("kgroups.coordinator.declared")
 
@@ -69,7 +70,7 @@ class DeclaredNames:
         self._by_uid: dict[Kind, dict[str, tuple[str, Declaration]]] = {k: {} for k in KINDS}
         self._synced: set[Kind] = set()
         self._ready = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks = Tasks("declared-names")
 
     @property
     def ready(self) -> bool:
@@ -86,12 +87,21 @@ class DeclaredNames:
         return owner(d for kafka, d in self._by_uid[kind].values() if kafka == name)
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._follow(kind)) for kind in KINDS]
+        for kind in KINDS:
+            self._watch(kind)
+
+    def _watch(self, kind: Kind, after_s: float = 0.0) -> None:
+        self._tasks.spawn(f"watch-{kind.resource}", self._follow(kind, after_s),
+                          on_crash=lambda name, exc: self._crashed(kind, name, exc))  # fmt: skip
+
+    def _crashed(self, kind: Kind, name: str, exc: BaseException) -> None:
+        """A bug in following `kind`: logged, and the watch starts over (names are
+        only as fresh as the watch, so it must not stay dead)."""
+        log.error("%s crashed (restarting in %.0f s)", name, MAX_RETRY_S, exc_info=exc)
+        self._watch(kind, after_s=MAX_RETRY_S)
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        await self._tasks.close()
 
     def apply(self, kind: Kind, event_type: str, obj: Mapping[str, Any]) -> None:
         """One watch event (ADDED, MODIFIED, DELETED)."""
@@ -110,7 +120,8 @@ class DeclaredNames:
         if self._synced == set(KINDS):
             self._ready.set()
 
-    async def _follow(self, kind: Kind) -> None:
+    async def _follow(self, kind: Kind, after_s: float = 0.0) -> None:
+        await asyncio.sleep(after_s)
         backoff = RETRY_S
         while True:
             try:

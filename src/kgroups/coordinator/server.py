@@ -32,7 +32,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +87,7 @@ from kgroups.security.actions import Action
 from kgroups.security.sasl import ANONYMOUS, Compute
 from kgroups.security.session import AuthenticateAnswer
 from kgroups.shown import LogBudget, shown, suppressed
+from kgroups.tasks import Tasks
 
 log = logging.getLogger("kgroups.coordinator")
 
@@ -186,14 +187,15 @@ class CoordinatorServer:
         self.listeners = [
             Listener(ls, self.security.for_listener(ls)) for ls in settings.all_listeners()
         ]
-        self._reloader: asyncio.Task[None] | None = None
-        self._keys: asyncio.Task[None] | None = None
-        """Keeps the OAUTHBEARER issuer's keys current."""
+        self._tasks = Tasks("coordinator", on_crash=self._crashed)
+        """Every background task: the file reloader, the idle-connection sweeper, the
+        OAUTHBEARER issuer's keys (each a bug if it crashes: the server stops), and the
+        authentications and authorizations a connection waits on (a crash answers and
+        closes that connection)."""
         self.authorizer = make_authorizer(settings.authorization)
         self._super_users = frozenset(
             settings.authorization.super_users if settings.authorization is not None else ()
         )
-        self._authorizing: set[asyncio.Task[None]] = set()
         self._refusal_log = LogBudget(REFUSAL_LOG_INTERVAL_S)
         """Keyed by (principal, kinds of actions refused): names are not kept."""
         settings.limits.validate()
@@ -201,7 +203,6 @@ class CoordinatorServer:
         self.buffered = 0
         """Bytes of requests received and not handled yet, across connections."""
         self._memory_paused: set[Connection] = set()
-        self._sweeper: asyncio.Task[None] | None = None
         self._rejection_log = LogBudget(60.0, max_keys=10_000)
         self._closing_log = LogBudget(10.0, burst=20, max_keys=10_000)
         self._sasl_log = LogBudget(10.0, burst=20, max_keys=10_000)
@@ -277,13 +278,13 @@ class CoordinatorServer:
                 await self._listen(loop, listener)
             self.port = self.listeners[0].port
             if self.security.watches_files or isinstance(self.authorizer, AclFileAuthorizer):
-                self._reloader = loop.create_task(self._reload_forever())
-            self._sweeper = loop.create_task(self._close_idle_forever())
+                self._tasks.spawn("file-reloader", self._reload_forever())
+            self._tasks.spawn("idle-sweeper", self._close_idle_forever())
             if self.authorizer is not None:
                 self.authorizer.start()
             bearer = self.security.bearer
             if bearer is not None and not bearer.from_file:
-                self._keys = loop.create_task(bearer.run())
+                self._tasks.spawn("issuer-keys", bearer.run())
         node = self.listeners[0].node()
         coordinator = GroupCoordinator(
             self.settings.coordinator, node=node, cluster_id=cluster_id,
@@ -424,13 +425,18 @@ class CoordinatorServer:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._store.close)
         self._executor.shutdown(wait=True)
         self._kdf.shutdown(wait=False, cancel_futures=True)
+        await self._tasks.close()
         self._stopped.set()
 
     def _cancel_background(self) -> None:
-        """The file reloader, the idle-connection sweeper, authorizations in flight."""
-        for task in (self._reloader, self._sweeper, self._keys, *self._authorizing):
-            if task is not None:
-                task.cancel()
+        """Every background task but the one writing what is queued after a failure."""
+        self._tasks.cancel(keep=self._halting)
+
+    def _crashed(self, name: str, exc: BaseException) -> None:
+        """A background task the server depends on crashed: a bug, so the server stops
+        as after a bug in a handler (what is queued is written first)."""
+        if self._stop_serving(exc, f"a bug in {name}", cause=exc):
+            self._halting = self._tasks.spawn("halt", self._write_queue_then_stop())
 
     def _close_listeners(self) -> None:
         for listener in self.listeners:
@@ -543,7 +549,9 @@ class CoordinatorServer:
                 known = self.authorizer.denied_now(principal, conn.client_host, key, actions,
                                                    reset)  # fmt: skip
                 if known is None:  # ask, then handle: the connection waits, in order
-                    self._keep(self._authorize_then_handle(incoming, principal, actions, reset))
+                    work = self._authorize_then_handle(incoming, principal, actions, reset)
+                    crashed = functools.partial(self._authorization_crashed, incoming, actions)
+                    self._tasks.spawn("authorize", work, on_crash=crashed)
                     return
                 denied = known
         self._handle_incoming(incoming, denied)
@@ -670,16 +678,33 @@ class CoordinatorServer:
             waiting = self.security.prepare(conn.session.authenticating_with,
                                             bytes(request.body.auth_bytes))  # fmt: skip
             if delay > 0 or waiting is not None:
-                self._keep(self._authenticate_after(delay, waiting, conn, request))
+                self._tasks.spawn(
+                    "authenticate", self._authenticate_after(delay, waiting, conn, request),
+                    on_crash=functools.partial(self._authentication_crashed, conn, request),
+                )  # fmt: skip
                 return
         self._answer_sasl(conn, request)
 
-    def _keep(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run `work` as a task kept (and cancelled on stop) with authorizations."""
-        assert self._loop is not None
-        task = self._loop.create_task(work)
-        self._authorizing.add(task)
-        task.add_done_callback(self._authorizing.discard)
+    def _authentication_crashed(self, conn: Connection, request: Request, name: str,
+                                exc: BaseException) -> None:  # fmt: skip
+        """An unexpected error while a SaslAuthenticate waited (a key fetch, a key
+        derivation): that client is refused and its connection closed, not left waiting."""
+        log.error("%s crashed for %s: refusing its authentication", name, conn.peer,
+                  exc_info=exc)  # fmt: skip
+        if self._serving(conn):
+            self._answer_authenticate(conn, request, conn.session.refuse("internal error"))
+
+    def _authorization_crashed(self, incoming: _Incoming, actions: frozenset[Action],
+                               name: str, exc: BaseException) -> None:  # fmt: skip
+        """An unexpected error while a request waited on its authorization: it is
+        answered with every action it needed refused, and the connection is closed."""
+        conn = incoming.conn
+        log.error("%s crashed for %s: refusing its request", name, conn.peer, exc_info=exc)
+        if self._serving(conn):
+            try:
+                self._handle_incoming(incoming, actions)
+            finally:
+                conn.close_after_answers(f"authorization failed: {exc!r}")
 
     def _serving(self, conn: Connection) -> bool:
         return not (conn.closed or self.failure is not None or self.stopped)
@@ -703,7 +728,10 @@ class CoordinatorServer:
             return
         auth = session.authenticate(bytes(body.auth_bytes), self.now_ms())
         if auth.compute is not None:
-            self._keep(self._compute_then_answer(conn, request, auth.compute))
+            self._tasks.spawn(
+                "authenticate", self._compute_then_answer(conn, request, auth.compute),
+                on_crash=functools.partial(self._authentication_crashed, conn, request),
+            )  # fmt: skip
             return
         self._answer_authenticate(conn, request, auth)
 
@@ -840,7 +868,7 @@ class CoordinatorServer:
         if not self._stop_serving(failed, what, cause=failed.__cause__):
             return
         assert self._loop is not None
-        self._halting = self._loop.create_task(self._write_queue_then_stop())
+        self._halting = self._tasks.spawn("halt", self._write_queue_then_stop())
 
     def _stop_serving(
         self, exc: BaseException, what: str, cause: BaseException | None = None

@@ -36,6 +36,7 @@ from kgroups.files import Reloading
 from kgroups.security import jwt
 from kgroups.security.jwt import InvalidToken, KeySet, TokenPolicy, UnknownKey, VerifiedToken
 from kgroups.security.oauthbearer import NAME, parse_initial_response
+from kgroups.tasks import Tasks
 
 log = logging.getLogger("kgroups.coordinator.tokens")
 
@@ -112,6 +113,9 @@ class BearerTokens:
         self._issuer = settings.issuer
         self._fetched_at: float | None = None
         self._fetch_error: str | None = "the keys have not been fetched yet"
+        self._tasks = Tasks("service-account-tokens")
+        """Key fetches and TokenReviews, each shared by every connection waiting on it (a
+        crash is logged; the waiting connections see it through their await)."""
         self._fetching: asyncio.Task[None] | None = None
         self._reviews: dict[bytes, _Review] = {}
         self._reviewing: dict[bytes, asyncio.Task[None]] = {}
@@ -200,7 +204,7 @@ class BearerTokens:
         if self._file is not None:
             return
         if self._fetching is None:
-            self._fetching = asyncio.get_running_loop().create_task(self._fetch())
+            self._fetching = self._tasks.spawn("fetch-keys", self._fetch())
         task = self._fetching
         try:
             await asyncio.shield(task)
@@ -241,7 +245,7 @@ class BearerTokens:
         digest = _digest(token)
         task = self._reviewing.get(digest)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._ask(token, digest))
+            task = self._tasks.spawn("token-review", self._ask(token, digest))
             self._reviewing[digest] = task
             task.add_done_callback(lambda _: self._reviewing.pop(digest, None))
         await asyncio.shield(task)
@@ -270,9 +274,7 @@ class BearerTokens:
         self._reviews[digest] = _Review(refused, self._clock() + self.settings.review_cache_s)
 
     async def close(self) -> None:
-        for task in (self._fetching, *self._reviewing.values()):
-            if task is not None:
-                task.cancel()
+        await self._tasks.close()
         if self._api is not None:
             await self._api.close()
 

@@ -42,6 +42,7 @@ from kgroups.operator.models import (
 from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GroupConfig
+from kgroups.tasks import Tasks
 
 ClaimIndex = kopf.Index[str, Claim]
 
@@ -254,7 +255,7 @@ def register(
     `metrics` counts reconciles and watched objects."""
     watch = access.AccessWatch()
     metrics = metrics or OperatorMetrics()
-    tasks: list[asyncio.Task[None]] = []
+    tasks = Tasks("kgroups-operator")
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -267,7 +268,7 @@ def register(
         started.append(settings)
         # In the background: kopf's API client answers only once startup is done.
         coroutine = _watch_access(settings, namespaces or [], watch, logger)
-        tasks.append(asyncio.create_task(coroutine, name="kgroups-access"))
+        tasks.spawn("access-checks", coroutine)
 
     @kopf.on.probe(id="missingPermissions", registry=registry)
     def missing_permissions(**_: Any) -> list[str]:
@@ -275,8 +276,7 @@ def register(
 
     @kopf.on.cleanup(registry=registry)
     async def close(**_: Any) -> None:
-        for task in tasks:
-            task.cancel()
+        await tasks.close()
         await admin.close()
 
     @kopf.index(API_GROUP, API_VERSION, "consumergroups", id="group_claims", registry=registry)

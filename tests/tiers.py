@@ -1,0 +1,63 @@
+"""The per-tier time summary `make test` ends with.
+
+Each tier (the directory under tests/) is reported with its tests' outcomes, its wall time
+(its first test's start to its last test's end) and its busy time (the sum of its tests'
+setup, call and teardown). With tiers run one after the other the walls add up to the
+run; with workers in parallel, busy beyond wall is what the parallelism saved.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+
+@dataclass
+class Tier:
+    start: float = float("inf")
+    stop: float = 0.0
+    busy: float = 0.0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+class TierSummary:
+    """A pytest plugin: collects reports, prints the table at the end of the session."""
+
+    def __init__(self) -> None:
+        self.tiers: dict[str, Tier] = {}
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        parts = report.nodeid.split("::")[0].split("/")
+        name = parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+        tier = self.tiers.setdefault(name, Tier())
+        tier.start = min(tier.start, report.start)
+        tier.stop = max(tier.stop, report.stop)
+        tier.busy += report.duration
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            tier.outcomes[report.outcome] += 1
+        elif report.when == "teardown" and report.outcome == "failed":
+            tier.outcomes["error"] += 1
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.tiers:
+            return
+        write = terminalreporter.write_line
+        terminalreporter.section("time per tier")
+        write(f"{'tier':<14}{'wall':>9}{'busy':>9}  outcomes")
+        first = min(t.start for t in self.tiers.values())
+        last = max(t.stop for t in self.tiers.values())
+        for name, tier in sorted(self.tiers.items(), key=lambda kv: kv[1].start):
+            outcomes = ", ".join(f"{n} {o}" for o, n in sorted(tier.outcomes.items()))
+            write(
+                f"{name:<14}{_minutes(tier.stop - tier.start):>9}{_minutes(tier.busy):>9}  {outcomes}"
+            )
+        busy = sum(t.busy for t in self.tiers.values())
+        write(f"{'all':<14}{_minutes(last - first):>9}{_minutes(busy):>9}")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{seconds % 60:04.1f}s"
