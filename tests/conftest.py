@@ -27,7 +27,8 @@ from tests.tiers import TierSummary
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(TierSummary(), "kgroups-tier-summary")
+    times = Path(str(config.rootpath)) / ".kgroups" / "test-times.tsv"
+    config.pluginmanager.register(TierSummary(times), "kgroups-tier-summary")
 
 
 @functools.cache

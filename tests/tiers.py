@@ -3,13 +3,16 @@
 Each tier (the directory under tests/) is reported with its tests' outcomes, its wall time
 (its first test's start to its last test's end) and its busy time (the sum of its tests'
 setup, call and teardown). With tiers run one after the other the walls add up to the
-run; with workers in parallel, busy beyond wall is what the parallelism saved.
+run; with workers in parallel, busy beyond wall is what the parallelism saved. Each test
+file's busy time goes to .kgroups/test-times.tsv, slowest first: where to look first when
+the run grows.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +28,10 @@ class Tier:
 class TierSummary:
     """A pytest plugin: collects reports, prints the table at the end of the session."""
 
-    def __init__(self) -> None:
+    def __init__(self, times: Path | None = None) -> None:
         self.tiers: dict[str, Tier] = {}
+        self.files: defaultdict[str, float] = defaultdict(float)
+        self.times = times
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -36,6 +41,7 @@ class TierSummary:
         tier.start = min(tier.start, report.start)
         tier.stop = max(tier.stop, report.stop)
         tier.busy += report.duration
+        self.files[report.nodeid.split("::")[0]] += report.duration
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             tier.outcomes[report.outcome] += 1
         elif report.when == "teardown" and report.outcome == "failed":
@@ -57,6 +63,10 @@ class TierSummary:
             )
         busy = sum(t.busy for t in self.tiers.values())
         write(f"{'all':<14}{_minutes(last - first):>9}{_minutes(busy):>9}")
+        if self.times is not None:
+            self.times.parent.mkdir(parents=True, exist_ok=True)
+            rows = sorted(self.files.items(), key=lambda kv: -kv[1])
+            self.times.write_text("".join(f"{seconds:.1f}\t{name}\n" for name, seconds in rows))
 
 
 def _minutes(seconds: float) -> str:
