@@ -35,8 +35,9 @@ lint: install
 test: lint kafka spark-kafka controlplane peers cluster-bits prometheus
 	$(BIN)/pytest $(PYTEST_FLAGS) tests
 
+# Both tiers are CPU-bound and independent test by test: one worker per core.
 check: lint
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit tests/sim
+	$(BIN)/pytest $(PYTEST_FLAGS) -n auto tests/unit tests/sim
 
 test-unit: install
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
@@ -103,7 +104,7 @@ dashboard-picture: install prometheus
 spark-kafka:
 	bash tools/spark/fetch.sh >/dev/null
 
-# The CRDs are generated from src/kgroups/operator/models.py into crds/ and the chart;
+# The CRDs are generated from src/kgroups/api/models.py into crds/ and the chart;
 # tests/unit/test_crds.py
 # fails when the checked-in files drift from the models. The Grafana dashboards and the
 # alerting rules (dashboards/) are copied into the chart the same way.

@@ -1,10 +1,12 @@
 """The `kgroups` command line: run a coordinator, manage topics, try assignors.
 
 `kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
-`kgroups topic create|list|delete` manage its topics through the Kafka admin APIs, the
-same way any Kafka admin client can; `kgroups group list|describe|reset-offsets|delete|
-delete-offsets` are Kafka's kafka-consumer-groups, for kgroups or any Kafka cluster;
-`kgroups assign` shows what an assignor would do.
+`kgroups topic create|partitions|list|delete` manage its topics through the Kafka admin
+APIs, the same way any Kafka admin client can; `kgroups group list|describe|reset-offsets|
+delete|delete-offsets` are Kafka's kafka-consumer-groups, for kgroups or any Kafka cluster;
+`kgroups assign` shows what an assignor would do; `kgroups sidecar` runs a member for an
+application in any language, `kgroups operator` the Kubernetes operator, and `kgroups
+credentials hash` writes SCRAM hashes for a credentials file.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """No bytes make request parsing fail other than with its two defined errors.
 
-The server closes the connection on `MalformedFrame` and answers UNSUPPORTED_VERSION on
-`UnsupportedRequest`; any other exception would be a bug reachable by any client.
+The server closes the connection on `MalformedFrame`, and on `UnsupportedRequest` once
+earlier answers are written; any other exception would be a bug reachable by any client.
 """
 
 from __future__ import annotations

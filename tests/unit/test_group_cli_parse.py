@@ -9,9 +9,8 @@ import datetime
 import pytest
 
 from kgroups.admin import GroupView, MemberView, Node
-from kgroups.groupcli import describe as desc
-from kgroups.groupcli.deleting import delete_offsets_report
-from kgroups.groupcli.parse import (
+from kgroups.api.deleting import delete_offsets_report
+from kgroups.api.parse import (
     UsageError,
     parse_datetime,
     parse_duration,
@@ -20,8 +19,9 @@ from kgroups.groupcli.parse import (
     states_arg,
     topic_arg,
 )
-from kgroups.groupcli.reset import clamp
-from kgroups.groupcli.table import Column, render
+from kgroups.api.reset import clamp
+from kgroups.api.table import Column, render
+from kgroups.groupcli import describe as desc
 from kgroups.protocol.errors import ErrorCode
 
 # --- --topic, --state ---------------------------------------------------------------------

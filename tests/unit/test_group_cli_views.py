@@ -5,8 +5,8 @@ broker sends neither."""
 from __future__ import annotations
 
 from kgroups.admin import Committed, GroupView, MemberView, Node, error_message
+from kgroups.api.deleting import delete_groups_report, delete_offsets_report
 from kgroups.groupcli import describe as desc
-from kgroups.groupcli.deleting import delete_groups_report, delete_offsets_report
 from kgroups.protocol.errors import ErrorCode
 
 E = ErrorCode

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kgroups.api.offset_requests import ANNOTATION, OffsetRequest, parse_request
 from kgroups.kubectl.app import app, hoist
 from kgroups.kubectl.kube import RESOURCE, Kubectl, KubectlError, Target, parse_duration
 from kgroups.kubectl.submit import CONFLICT_RETRIES
-from kgroups.operator.requests import ANNOTATION, OffsetRequest, parse_request
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,8 @@ from typing import Any
 import pytest
 
 from kgroups.admin import GroupView, MemberView
-from kgroups.groupcli.reset import Reset, Scope, Spec
-from kgroups.operator.access import NEEDED, AccessWatch, allowed, review
-from kgroups.operator.handlers import _status_patch, backoff
-from kgroups.operator.models import OffsetRequestAction, OffsetRequestResult
-from kgroups.operator.requests import (
+from kgroups.api.models import OffsetRequestAction, OffsetRequestResult
+from kgroups.api.offset_requests import (
     MAX_PLAN,
     Done,
     Invalid,
@@ -30,6 +27,9 @@ from kgroups.operator.requests import (
     text_id,
     to_reset,
 )
+from kgroups.api.reset import Reset, Scope, Spec
+from kgroups.operator.access import NEEDED, AccessWatch, allowed, review
+from kgroups.operator.handlers import _status_patch, backoff
 from kgroups.operator.status import (
     MAX_MEMBERS,
     MAX_OFFSETS,

@@ -1,4 +1,5 @@
-"""Just enough of a Kubernetes API client for the coordinator: POST a review, GET keys.
+"""Just enough of a Kubernetes API client for the coordinator: POST a review, GET keys,
+list and watch the resources that declare Kafka names (`declared.py`).
 
 The coordinator asks the API server SubjectAccessReviews and TokenReviews, and reads the
 service-account issuer's keys (to verify OAUTHBEARER tokens). It runs in a

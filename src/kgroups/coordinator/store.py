@@ -1,12 +1,12 @@
 """The durable store: the coordinator's records in SQLite (WAL), in its data directory.
 
 The store is a compacted log, like `__consumer_offsets` after compaction: one row per key
-(a group, a committed offset, a topic) holding the latest value; a tombstone deletes the
-row. `append` writes one batch of records in one transaction and returns only once SQLite
-has it durable (`synchronous=FULL` by default); the server calls it from a single writer
-thread, in order, before it releases the replies that depend on those records. `load`
-yields every row back as a record, topics first, then group settings, groups, offsets, which is the
-order replay needs.
+(a group, a group's settings, a committed offset, a topic) holding the latest value; a
+tombstone deletes the row. `append` writes one batch of records in one transaction and
+returns only once SQLite has it durable (`synchronous=FULL` by default); the server calls
+it from a single writer thread, in order, before it releases the replies that depend on
+those records. `load` yields every row back as a record, topics first, then group
+settings, groups, offsets, which is the order replay needs.
 
 Group values are JSON (bytes as base64): readable with the `sqlite3` shell, and versioned
 by the `schema_version` row so a later release can migrate them.

@@ -20,10 +20,11 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 
 from kgroups.admin import TP, AdminError, Cluster, ListedGroup
+from kgroups.api import parse, reset
+from kgroups.api.deleting import Report, delete_groups_report, delete_offsets_report
+from kgroups.api.table import Column, render
 from kgroups.groupcli import describe as desc
-from kgroups.groupcli import options, parse, reset
-from kgroups.groupcli.deleting import Report, delete_groups_report, delete_offsets_report
-from kgroups.groupcli.table import Column, render
+from kgroups.groupcli import options
 from kgroups.protocol.errors import ErrorCode
 from kgroups.security.client import ClientSecurity
 

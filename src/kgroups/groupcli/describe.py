@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgroups.admin import LATEST, TP, Cluster, Committed, GroupView, MemberView, Node
-from kgroups.groupcli.table import MISSING, Column, render
+from kgroups.api.table import MISSING, Column, render
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GroupState
 

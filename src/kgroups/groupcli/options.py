@@ -12,8 +12,8 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from kgroups.groupcli.parse import UsageError
-from kgroups.groupcli.reset import Spec
+from kgroups.api.parse import UsageError
+from kgroups.api.reset import Spec
 
 AllTopics = Annotated[
     bool, typer.Option("--all-topics", help="Every partition the group has committed.")

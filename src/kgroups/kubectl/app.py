@@ -2,7 +2,7 @@
 
 `list` and `describe` read the ConsumerGroups' status (what the operator mirrors from the
 coordinator). `reset-offsets` and `delete-offsets` take kafka-consumer-groups' flags and
-print its tables, but write a request on the ConsumerGroup (`kgroups.operator.requests`)
+print its tables, but write a request on the ConsumerGroup (`kgroups.api.offset_requests`)
 and wait for the operator to record what became of it: the operator executes it (refused
 while the group has members, as Kafka refuses), so the API server authorizes and audits
 every reset and the outcome stays on the object. `delete` deletes the resource; its
@@ -24,13 +24,14 @@ import typer
 import yaml
 from pydantic import ValidationError
 
+from kgroups.api import offset_requests as rq
+from kgroups.api import parse, reset
+from kgroups.api.models import OffsetRequestAction, OffsetRequestResult
 from kgroups.groupcli import describe as desc
-from kgroups.groupcli import options, parse, reset
+from kgroups.groupcli import options
 from kgroups.kubectl import views
 from kgroups.kubectl.kube import RESOURCE, Kubectl, KubectlError, Target, parse_duration
 from kgroups.kubectl.submit import POLL_S, RequestError, submit
-from kgroups.operator import requests as rq
-from kgroups.operator.models import OffsetRequestAction, OffsetRequestResult
 
 app = typer.Typer(
     name="kubectl kgroups",

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kgroups.api import offset_requests as rq
+from kgroups.api.models import OffsetRequestResult
 from kgroups.kubectl.kube import Kubectl, KubectlError
 from kgroups.kubectl.views import group_id
-from kgroups.operator import requests as rq
-from kgroups.operator.models import OffsetRequestResult
 
 POLL_S = 0.3
 CONFLICT_RETRIES = 10

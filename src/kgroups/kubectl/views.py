@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kgroups.admin import TP, Committed, GroupView, MemberView, Node
+from kgroups.api.offset_requests import ANNOTATION
+from kgroups.api.table import MISSING, Column, render
 from kgroups.groupcli import describe as desc
-from kgroups.groupcli.table import MISSING, Column, render
-from kgroups.operator.requests import ANNOTATION
 
 KUBECTL_PADDING = 3
 KUBECTL_MIN_WIDTH = 6

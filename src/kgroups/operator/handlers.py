@@ -1,6 +1,6 @@
 """The kopf handlers: Topics and ConsumerGroups reconciled against the coordinator.
 
-The coordinator stays Kubernetes-agnostic: everything here goes through the Kafka admin
+Everything here reaches the coordinator through the Kafka admin
 protocol (`kgroups.admin.Admin`, one shared connection). Topics are created or grown when
 their spec changes, and checked every five seconds so a coordinator that lost its data gets
 them back. Each ConsumerGroup is polled by a one-second timer that applies its
@@ -27,18 +27,18 @@ from kopf._cogs.clients import api as kopf_api  # kopf==1.45.2 pinned: its authe
 from kopf._cogs.clients import errors as kopf_errors
 
 from kgroups.admin import LATEST, TP, Admin, AdminError
-from kgroups.claims import Claim, claim_of, kafka_name, owner
-from kgroups.operator import access, resets
-from kgroups.operator import requests as rq
-from kgroups.operator import status as st
-from kgroups.operator.metrics import OperatorMetrics
-from kgroups.operator.models import (
+from kgroups.api import offset_requests as rq
+from kgroups.api.models import (
     API_GROUP,
     API_VERSION,
     ConsumerGroupSpec,
     DeletionPolicy,
     TopicSpec,
 )
+from kgroups.claims import Claim, claim_of, kafka_name, owner
+from kgroups.operator import access, resets
+from kgroups.operator import status as st
+from kgroups.operator.metrics import OperatorMetrics
 from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GroupConfig

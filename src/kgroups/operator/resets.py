@@ -11,7 +11,7 @@ as the API server has it now, and the request's id in `status.offsetRequests` de
 1. claim: record the request as Running, in a status patch conditional on the
    resourceVersion just read (no second writer can claim it too);
 2. plan and execute it against the coordinator with the code `kgroups group
-   reset-offsets` uses (`kgroups.groupcli.reset`): refused while the group has members;
+   reset-offsets` uses (`kgroups.api.reset`): refused while the group has members;
 3. record the outcome, post an Event, and remove the annotation if it still holds this
    request.
 
@@ -34,10 +34,10 @@ from kopf._cogs.clients import api as kopf_api  # kopf==1.45.2 pinned: its authe
 from kopf._cogs.clients import errors as kopf_errors
 
 from kgroups.admin import TP, Admin, AdminError, Cluster, error_message
-from kgroups.groupcli import reset
-from kgroups.groupcli.deleting import delete_offsets_report
-from kgroups.operator import requests as rq
-from kgroups.operator.models import (
+from kgroups.api import offset_requests as rq
+from kgroups.api import reset
+from kgroups.api.deleting import delete_offsets_report
+from kgroups.api.models import (
     API_GROUP,
     API_VERSION,
     OffsetRequestAction,

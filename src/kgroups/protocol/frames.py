@@ -7,9 +7,10 @@ plus tagged fields when the response version is flexible, except ApiVersions, wh
 response header is always v0 so that a client can read it before it knows our versions.
 
 Parsing never trusts the input: an unknown API or version is reported with the
-correlation id (the caller answers UNSUPPORTED_VERSION); anything that does not decode
-raises `MalformedFrame` (the caller closes that connection). Tagged fields we do not
-know are skipped, as Kafka's readers do (`tags`).
+correlation id (`UnsupportedRequest`: the server closes that connection once earlier
+answers are written, as Kafka does; ApiVersions is answered in v0 instead, KIP-511);
+anything that does not decode raises `MalformedFrame` (the server closes that
+connection). Tagged fields we do not know are skipped, as Kafka's readers do (`tags`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The coordinator is its own one-node cluster: node 0 is the controller, the group
 coordinator and the leader of every partition it knows. Topics exist so that real Kafka
 consumers find partitions to be assigned and commit offsets against; the coordinator
-stores no records, so ListOffsets and Fetch describe empty partitions.
+stores no records, so Fetch returns none, and ListOffsets reports the log end members
+told it (`log_ends.py`), else the committed offsets.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""IncrementalAlterConfigs and DescribeConfigs as the core sees them (GROUP resources, and
-TOPIC resources for DescribeConfigs)."""
+"""IncrementalAlterConfigs and DescribeConfigs as the core sees them (GROUP and TOPIC
+resources, for both)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Rebuilding the coordinator from its records after a restart.
 
-Replay applies what the handlers persisted, without emitting anything: topics, then
-groups, then offsets, each at its latest value (tombstones remove). `resume` then re-arms
-what a restart lost: every member's session timer (so members that died with the old
-process are still expired), the pending-sync timer of a group persisted mid-sync, and the
-offset-expiry sweep.
+Replay applies what the handlers persisted, without emitting anything: topics, then group
+settings, then groups, then offsets, each at its latest value (tombstones remove).
+`resume` then re-arms what a restart lost: every member's session timer (so members that
+died with the old process are still expired), the pending-sync timer of a group persisted
+mid-sync, and the offset-expiry sweep.
 """
 
 from __future__ import annotations

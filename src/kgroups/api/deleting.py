@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgroups.admin import TP, error_message, error_text
-from kgroups.groupcli.table import MISSING, Column, render
+from kgroups.api.table import MISSING, Column, render
 from kgroups.protocol.errors import ErrorCode
 
 GROUP_LEVEL = {

@@ -35,8 +35,8 @@ from pydantic import (
 )
 
 from kgroups.admin import TP
-from kgroups.groupcli import parse, reset
-from kgroups.operator.models import (
+from kgroups.api import parse, reset
+from kgroups.api.models import (
     API_GROUP,
     KAFKA_NAME,
     OffsetRequestAction,
