@@ -1,5 +1,11 @@
 """What every tier shares.
 
+`make test` runs the tiers on several workers (pytest-xdist, `--dist loadgroup`); what
+cannot share a worker's neighbours is placed here (`pytest_collection_modifyitems`): the
+kind cluster's tests on one worker, in order; a module whose fixtures outlive a test
+(a module-scoped coordinator, a broker) on one worker, so they are set up once; tests
+that measure latency beside an attack (`alone`) after the others, by themselves.
+
 Every coroutine test runs under `_no_leaked_tasks`: a task it (or its fixtures) started and
 left running fails it, by name, as kopf's own tests do (a task nobody keeps is work nobody
 stops, and its failure is seen by nobody).
@@ -25,10 +31,42 @@ import pytest
 
 from tests.tiers import TierSummary
 
+ALONE = ("tests/integration/test_hostile.py", "tests/integration/test_abuse.py")
+"""They time another group's heartbeats during an attack (p99 under 500 ms) and compare
+answer times: what they measure is the coordinator, not the machine's other work."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--test-times", default=".kgroups/test-times.tsv",
+                     help="where to write each test file's busy time (relative to the root)")  # fmt: skip
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    times = Path(str(config.rootpath)) / ".kgroups" / "test-times.tsv"
+    times = Path(str(config.rootpath)) / str(config.getoption("--test-times"))
     config.pluginmanager.register(TierSummary(times), "kgroups-tier-summary")
+    config.addinivalue_line(
+        "markers", "alone: run by itself after the parallel run (it measures latency)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)
+        group = _worker_group(item, path)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _worker_group(item: pytest.Item, path: str) -> str | None:
+    if path.startswith("tests/cluster/"):
+        return "cluster"
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        if any(d.scope in ("module", "class") for d in defs):
+            return path
+    return None
 
 
 @functools.cache
