@@ -1,6 +1,6 @@
 """A kafka-python consumer that takes part in a kgroups group, as any Kafka client can.
 
-    python examples/kafka_python_member.py --bootstrap 127.0.0.1:9092 --group demo \
+    python examples/kafka_python_member.py --bootstrap-server 127.0.0.1:9092 --group demo \
         --topic orders --name member-1
 
 It prints a line each time the group hands it partitions (with the generation), and one
@@ -24,7 +24,9 @@ from kafka.errors import KafkaError
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092")
+    parser.add_argument(
+        "--bootstrap-server", "--bootstrap", dest="bootstrap", default="127.0.0.1:9092"
+    )
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--name", required=True, help="client.id, shown in describe output")

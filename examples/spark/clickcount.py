@@ -3,7 +3,7 @@
 Run several copies with the same --group: they split the topic's partitions, take over
 each other's when one dies, and publish every record's count exactly once:
 
-    python examples/spark/clickcount.py --bootstrap 127.0.0.1:9092 --group clicks \\
+    python examples/spark/clickcount.py --bootstrap-server 127.0.0.1:9092 --group clicks \\
         --topic clicks --source files:/data/log --output /data/counts
 
 (or the same under spark-submit). Each published file is one batch of one partition,
@@ -47,7 +47,13 @@ def count_users(frame: Any, batches: Sequence[Batch]) -> Mapping[int, dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap", required=True, help="the kgroups coordinator")
+    parser.add_argument(
+        "--bootstrap-server",
+        "--bootstrap",
+        dest="bootstrap",
+        required=True,
+        help="the kgroups coordinator, HOST:PORT",
+    )
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--source", required=True, help="files:DIR or kafka:HOST:PORT")

@@ -405,7 +405,12 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
     return 0
 
 
-BootstrapOption = Annotated[str, typer.Option(help="Coordinator address, HOST:PORT.")]
+BootstrapOption = Annotated[
+    str,
+    typer.Option("--bootstrap-server", "--bootstrap",
+                 help="The coordinator (or any Kafka broker), HOST:PORT."),
+]  # fmt: skip
+"""Every command names its coordinator as Kafka's tools do: `--bootstrap-server`."""
 
 
 def _client_security() -> ClientSecurity:
@@ -649,7 +654,12 @@ def sidecar(
 @app.command()
 def operator(
     coordinator: Annotated[
-        str, typer.Option(help="The kgroups coordinator's Kafka address, HOST:PORT.")
+        str,
+        typer.Option(
+            "--bootstrap-server",
+            "--coordinator",
+            help="The kgroups coordinator's Kafka address, HOST:PORT.",
+        ),
     ] = "127.0.0.1:9092",
     namespace: Annotated[
         list[str] | None,

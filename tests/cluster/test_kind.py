@@ -315,7 +315,7 @@ spec:
           image: ghcr.io/kgroups/kgroups-clients:0.1.0
           # Joins, then dies without leaving (SIGKILL) 8 s later, every time it starts.
           command: [timeout, --signal=KILL, "8", python, /app/kgroups_member.py,
-                    --bootstrap=kgroups-coordinator.kgroups.svc:9092, --group=billing,
+                    --bootstrap-server=kgroups-coordinator.kgroups.svc:9092, --group=billing,
                     --topic=orders]
           resources: {requests: {cpu: 20m, memory: 64Mi}}
 """

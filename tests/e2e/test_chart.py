@@ -82,7 +82,7 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
             assert sc["readOnlyRootFilesystem"] is True
             assert sc["capabilities"] == {"drop": ["ALL"]}
     args = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--coordinator=kg-kgroups-coordinator.kgroups.svc:9092" in args
+    assert "--bootstrap-server=kg-kgroups-coordinator.kgroups.svc:9092" in args
     assert "--namespace=kgroups" in args
     # No security by default: one PLAINTEXT listener in the arguments charts had before
     # listeners (an upgrade does not restart the coordinator), no token, no secrets.
@@ -230,7 +230,7 @@ def test_the_secured_values_lint_and_render_tls_sasl_and_rbac(controlplane: Cont
 
     operator = pod(docs, "Deployment")
     [op] = operator["containers"]
-    assert f"--coordinator={host}:9094" in op["args"]
+    assert f"--bootstrap-server={host}:9094" in op["args"]
     env = {e["name"]: e.get("value") for e in op["env"]}
     assert {k: v for k, v in env.items() if k.startswith("KGROUPS_")} == {
         "KGROUPS_SECURITY_PROTOCOL": "SASL_SSL",
@@ -368,7 +368,7 @@ def test_coordinator_port_still_sets_the_plaintext_listener(controlplane: Contro
         "port": 9093,
         "targetPort": "kafka",
     }
-    assert "--coordinator=kg-kgroups-coordinator.kgroups.svc:9093" in pod(
+    assert "--bootstrap-server=kg-kgroups-coordinator.kgroups.svc:9093" in pod(
         docs, "Deployment")["containers"][0]["args"]  # fmt: skip
     # Beside another listener, it is still the PLAINTEXT one's port.
     both = render(controlplane, "kg", "kgroups", "--set", "coordinator.port=9093",

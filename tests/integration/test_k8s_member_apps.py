@@ -35,7 +35,7 @@ class App:
         container = deployment["spec"]["template"]["spec"]["containers"][0]
         python, program = container["command"]
         assert python == "python" and program.startswith("/app/")
-        args = [a if not a.startswith("--bootstrap=") else f"--bootstrap={bootstrap}"
+        args = [a if not a.startswith("--bootstrap-server=") else f"--bootstrap-server={bootstrap}"
                 for a in container["args"]]  # fmt: skip
         self.proc = subprocess.Popen(
             [PYTHON, str(APPS / program.removeprefix("/app/")), *args,

@@ -15,9 +15,10 @@ from typing import Any
 
 def arguments(description: str, argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    for name in ("bootstrap", "group", "topic"):
+    for flags, name in ((("--bootstrap-server", "--bootstrap"), "bootstrap"),
+                        (("--group",), "group"), (("--topic",), "topic")):  # fmt: skip
         value = os.environ.get(f"KGROUPS_{name.upper()}")
-        parser.add_argument(f"--{name}", default=value, required=value is None)
+        parser.add_argument(*flags, dest=name, default=value, required=value is None)
     parser.add_argument("--client-id", default=socket.gethostname())
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)

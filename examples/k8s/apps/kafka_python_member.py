@@ -6,7 +6,7 @@ more unit of "work" per owned partition, continuing from the group's committed o
 that `kubectl get cg` shows offsets moving and a partition's next owner carries on where
 the last one stopped. SIGTERM closes the consumer, which leaves the group.
 
-    python kafka_python_member.py --bootstrap HOST:PORT --group billing --topic orders
+    python kafka_python_member.py --bootstrap-server HOST:PORT --group billing --topic orders
 
 The bootstrap, group and topic may come from the environment instead (KGROUPS_BOOTSTRAP,
 KGROUPS_GROUP, KGROUPS_TOPIC); the client id defaults to the host name, the pod's name.

@@ -8,7 +8,7 @@ continuing from the group's committed offset, so that `kubectl get cg` shows off
 moving and a partition's next owner carries on where the last one stopped. SIGTERM
 closes the member, which leaves the group.
 
-    python kgroups_member.py --bootstrap HOST:PORT --group billing --topic orders
+    python kgroups_member.py --bootstrap-server HOST:PORT --group billing --topic orders
 
 The bootstrap, group and topic may come from the environment instead (KGROUPS_BOOTSTRAP,
 KGROUPS_GROUP, KGROUPS_TOPIC); the client id defaults to the host name, the pod's name.

@@ -27,6 +27,7 @@ from kio.schema.find_coordinator.v4 import request as fc
 from kio.schema.metadata.v12 import request as md
 from kio.schema.metadata.v12 import response as mdr
 
+from kgroups.protocol import addresses
 from kgroups.protocol.build import build
 from kgroups.protocol.client import (
     Authenticate,
@@ -54,16 +55,10 @@ __all__ = ["COORDINATOR_MOVED", "CoordinatorLink", "CoordinatorUnavailable", "pa
 
 def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
     """'h1:9092,h2:9093' or ['h1:9092'] into (host, port) pairs."""
-    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
-    out = []
-    for item in (i.strip() for i in items):
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"bootstrap address {item!r} is not HOST:PORT")
-        out.append((host.strip("[]") or "127.0.0.1", int(port)))
-    if not out:
-        raise ValueError("no bootstrap addresses")
-    return out
+    try:
+        return addresses.parse_bootstrap(bootstrap)
+    except ValueError as exc:
+        raise ValueError(f"bootstrap address: {exc}") from None
 
 
 class CoordinatorLink:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kgroups.coordinator.tls import TlsSettings
 from kgroups.coordinator.tokens import OAuthBearerSettings
+from kgroups.protocol.addresses import parse_host_port
 
 
 class SecurityProtocol(enum.Enum):
@@ -100,10 +101,5 @@ def parse_listener(value: str) -> ListenerSettings:
 
 
 def parse_address(value: str, default_port: int = 9092) -> tuple[str, int]:
-    """`HOST:PORT` (or `HOST`, or `[v6]:PORT`) into a host and a port."""
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        return value, default_port
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{value!r} is not HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    """`HOST:PORT` (or `HOST`, or `[v6]:PORT`) to listen on: port 0 is any free port."""
+    return parse_host_port(value, default_port=default_port, any_port=True)

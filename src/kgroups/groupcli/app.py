@@ -25,6 +25,7 @@ from kgroups.api.deleting import Report, delete_groups_report, delete_offsets_re
 from kgroups.api.table import Column, render
 from kgroups.groupcli import describe as desc
 from kgroups.groupcli import options
+from kgroups.protocol.addresses import parse_bootstrap
 from kgroups.protocol.errors import ErrorCode
 from kgroups.security.client import ClientSecurity
 
@@ -74,11 +75,10 @@ def fail(message: str) -> NoReturn:
 
 def address(value: str) -> tuple[str, int]:
     """The first of Kafka's comma-separated `HOST:PORT` list."""
-    first = value.split(",", maxsplit=1)[0].strip()
-    host, sep, port = first.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) <= 65535:
-        usage(f"{value!r} is not HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    try:
+        return parse_bootstrap(value)[0]
+    except ValueError as exc:
+        usage(str(exc))
 
 
 def run(bootstrap: str, timeout_ms: int, work: Callable[[Cluster], Awaitable[T]]) -> T:

@@ -16,6 +16,7 @@ from kgroups.admin import TP, Committed, GroupView, MemberView, Node
 from kgroups.api.offset_requests import ANNOTATION
 from kgroups.api.table import MISSING, Column, render
 from kgroups.groupcli import describe as desc
+from kgroups.protocol.addresses import parse_host_port
 
 KUBECTL_PADDING = 3
 KUBECTL_MIN_WIDTH = 6
@@ -92,10 +93,11 @@ def list_table(items: Sequence[Mapping[str, Any]], *, all_namespaces: bool, wide
 
 def coordinator_node(address: str | None) -> Node:
     """kgroups is one node, id 0; unknown before the operator has written it."""
-    host, sep, port = (address or "").rpartition(":")
-    if not sep or not port.isdigit():
+    try:
+        host, port = parse_host_port(address or "")
+    except ValueError:
         return Node(-1, "unknown", 0)
-    return Node(0, host, int(port))
+    return Node(0, host, port)
 
 
 def described(obj: Mapping[str, Any]) -> desc.Described | None:

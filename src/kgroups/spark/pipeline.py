@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY, start_http_server
 
 from kgroups.client import GroupMember
 from kgroups.client.sync import LoopThread
+from kgroups.protocol.addresses import parse_host_port
 from kgroups.spark.loop import BatchLoop, Process, Progress
 
 __all__ = ["Pipeline", "Process", "Progress"]
@@ -31,10 +32,10 @@ __all__ = ["Pipeline", "Process", "Progress"]
 def _address(value: str | tuple[str, int]) -> tuple[str, int]:
     if isinstance(value, tuple):
         return value
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"metrics address {value!r} is not HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    try:
+        return parse_host_port(value, default_host="0.0.0.0", any_port=True)
+    except ValueError as exc:
+        raise ValueError(f"metrics address: {exc}") from None
 
 
 class Pipeline:
