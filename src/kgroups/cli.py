@@ -2,8 +2,9 @@
 
 `kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
 `kgroups topic create|partitions|list|delete` manage its topics through the Kafka admin
-APIs, the same way any Kafka admin client can; `kgroups group list|describe|reset-offsets|
-delete|delete-offsets` are Kafka's kafka-consumer-groups, for kgroups or any Kafka cluster;
+APIs, the same way any Kafka admin client can; `kgroups group
+list|describe|reset-offsets|delete|delete-offsets` are Kafka's kafka-consumer-groups, for
+kgroups or any Kafka cluster;
 `kgroups assign` shows what an assignor would do; `kgroups sidecar` runs a member for an
 application in any language, `kgroups operator` the Kubernetes operator, and `kgroups
 credentials hash` writes SCRAM hashes for a credentials file.
@@ -19,7 +20,7 @@ import signal
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -40,11 +41,19 @@ from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
 from kgroups.security.client import ClientSecurity
 
 LIMITS = Limits()
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
-topic_app = typer.Typer(no_args_is_help=True, help="Create, list and delete topics.")
+PARAGRAPHS: Literal["markdown"] = "markdown"
+"""Help from docstrings reads as paragraphs: their line breaks are the source's, not the
+terminal's (a blank line still separates paragraphs)."""
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__,
+                  rich_markup_mode=PARAGRAPHS)  # fmt: skip
+topic_app = typer.Typer(
+    no_args_is_help=True, help="Create, list and delete topics.", rich_markup_mode=PARAGRAPHS
+)
 app.add_typer(topic_app, name="topic")
 app.add_typer(group_app, name="group")
-credentials_app = typer.Typer(no_args_is_help=True, help="Users for PLAIN and SCRAM.")
+credentials_app = typer.Typer(
+    no_args_is_help=True, help="Users for PLAIN and SCRAM.", rich_markup_mode=PARAGRAPHS
+)
 app.add_typer(credentials_app, name="credentials")
 
 

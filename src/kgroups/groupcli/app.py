@@ -32,6 +32,7 @@ from kgroups.security.client import ClientSecurity
 T = TypeVar("T")
 
 group_app = typer.Typer(
+    rich_markup_mode="markdown",  # docstrings read as paragraphs
     no_args_is_help=True,
     help="List, describe, reset the offsets of and delete consumer groups "
     "(Kafka's kafka-consumer-groups, for kgroups or any Kafka cluster).",

@@ -34,6 +34,7 @@ from kgroups.kubectl.kube import RESOURCE, Kubectl, KubectlError, Target, parse_
 from kgroups.kubectl.submit import POLL_S, RequestError, submit
 
 app = typer.Typer(
+    rich_markup_mode="markdown",  # docstrings read as paragraphs
     name="kubectl kgroups",
     no_args_is_help=True,
     add_completion=False,
