@@ -63,7 +63,8 @@ async def server(tmp_path: Path) -> AsyncIterator[CoordinatorServer]:
         coordinator=CoordinatorConfig(group_initial_rebalance_delay_ms=0),
         listeners=(ListenerSettings(SecurityProtocol.PLAINTEXT, HOST, 0),
                    ListenerSettings(SecurityProtocol.SASL_PLAINTEXT, HOST, 0)),
-        security=SecuritySettings(sasl_mechanisms=("PLAIN",), credentials_file=users),
+        security=SecuritySettings(sasl_mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                                  credentials_file=users),
     )  # fmt: skip
     srv = CoordinatorServer(settings)
     yield srv
@@ -145,3 +146,29 @@ async def test_a_crash_in_a_task_the_server_depends_on_stops_it(
     with pytest.raises(RuntimeError, match="idle sweeper"):
         await asyncio.wait_for(server.serve_forever(), 30)
     assert "a bug in coordinator:idle-sweeper, stopping the coordinator" in caplog.text
+
+
+async def test_logins_that_succeed_never_wait_however_many_steps_they_take(
+    server: CoordinatorServer,
+) -> None:
+    """The failed-authentication budget (10 attempts, one more a second) counts exchanges,
+    and a success gives its token back: 25 SCRAM logins (two SaslAuthenticate steps each)
+    from one address in a few seconds are all answered at once. Before: each SCRAM login
+    kept one token, the budget ran dry after ten, and every login of every client behind
+    the address waited a second (re-authenticating clients lost their sessions)."""
+    from prometheus_client import generate_latest
+
+    await server.start()
+    port = server.ports["SASL_PLAINTEXT"]
+    for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+        alice = ClientSecurity(protocol="SASL_PLAINTEXT", mechanism=mechanism,
+                               username="alice", password="a-secret")  # fmt: skip
+        for _ in range(25 if mechanism == "SCRAM-SHA-512" else 5):
+            conn = await asyncio.wait_for(
+                KafkaConnection.open(HOST, port, authenticate=alice.authenticator()), 10
+            )
+            await conn.close()
+    scraped = generate_latest(server.metrics.registry).decode()
+    throttled = [line for line in scraped.splitlines()
+                 if line.startswith("kgroups_requests_throttled_total") and "SaslAuthenticate" in line]  # fmt: skip
+    assert all(line.endswith(" 0.0") for line in throttled), throttled

@@ -668,7 +668,9 @@ class CoordinatorServer:
             return
         if request.api_key == ApiKey.SASL_AUTHENTICATE:
             assert self._loop is not None
-            delay = self._attempts.take(conn.client_host, self._loop.time())
+            # One token per exchange (SCRAM's second step is part of the same attempt).
+            delay = (self._attempts.take(conn.client_host, self._loop.time())
+                     if conn.session.starting else 0.0)  # fmt: skip
             if delay is None:
                 self.metrics.authenticated(False)
                 answer = authenticate_frame(request.api_version, request.correlation_id,

@@ -116,6 +116,8 @@ class Session:
         self.state = AuthState.HANDSHAKE if sasl else AuthState.AUTHENTICATED
         self.reauthentications = 0
         self._computing: Compute | None = None
+        self._steps = 0
+        """SaslAuthenticate requests since the handshake that began this exchange."""
 
     @property
     def mechanism(self) -> str | None:
@@ -126,6 +128,12 @@ class Session:
         if self.state not in VALID_PREVIOUS[target]:
             raise IllegalAuthTransition(f"{self.state.value} -> {target.value}")
         self.state = target
+
+    @property
+    def starting(self) -> bool:
+        """The next SaslAuthenticate begins an exchange (a SCRAM exchange takes two: a
+        budget of attempts counts exchanges, not their steps)."""
+        return self.state is AuthState.AUTHENTICATE and self._steps == 0
 
     @property
     def authenticating_with(self) -> str | None:
@@ -172,12 +180,14 @@ class Session:
             # then fails the authenticate); a first one offers what the listener has.
             if reauth:
                 self._mechanism = None
+                self._steps = 0
                 self._move(AuthState.AUTHENTICATE)
                 return HandshakeAnswer(ErrorCode.none, offered)
             self._move(AuthState.FAILED)
             return HandshakeAnswer(ErrorCode.unsupported_sasl_mechanism, offered, close=True)
         self._mechanism = factory()
         self._mechanism_name = mechanism
+        self._steps = 0
         self._move(AuthState.AUTHENTICATE)
         return HandshakeAnswer(ErrorCode.none, offered)
 
@@ -190,6 +200,7 @@ class Session:
             )
             return AuthenticateAnswer(ErrorCode.illegal_sasl_state, message,
                                       close=self.principal is None)  # fmt: skip
+        self._steps += 1
         mechanism = self._mechanism
         if mechanism is None:  # a re-authentication that asked for another mechanism
             return self._fail("SASL mechanism cannot change during re-authentication")

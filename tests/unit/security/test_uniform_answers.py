@@ -15,6 +15,7 @@ from types import MappingProxyType
 import pytest
 
 from kgroups.coordinator.limits import FailureBudget
+from kgroups.protocol.errors import ErrorCode
 from kgroups.security.credentials import (
     UserCredentials,
     decoy,
@@ -105,3 +106,17 @@ def test_failed_attempts_from_one_address_wait_their_turn_and_successes_do_not()
         assert budget.take("c", 0.0) == 0.0
         budget.succeeded("c", 0.0)
     assert budget.take("a", 10.0) == 0.0  # refilled
+
+
+def test_an_exchange_starts_once_however_many_steps_it_takes() -> None:
+    """The server charges its failed-authentication budget when an exchange starts
+    (`Session.starting`): SCRAM's second SaslAuthenticate is the same attempt."""
+    mechanisms = server_mechanisms(["SCRAM-SHA-512"], lambda: USERS, secret=SECRET)
+    session = Session(SaslConfig(mechanisms))
+    assert not session.starting  # before the handshake
+    session.handshake("SCRAM-SHA-512", 1)
+    assert session.starting
+    first = session.authenticate(b"n,,n=alice,r=abc", NOW)
+    assert first.error is ErrorCode.none and not session.starting
+    refused = session.authenticate(b"c=biws,r=abc-not-the-nonce,p=AAAA", NOW)
+    assert refused.close and not session.starting
