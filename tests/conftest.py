@@ -2,9 +2,10 @@
 
 `make test` runs the tiers on several workers (pytest-xdist, `--dist loadgroup`); what
 cannot share a worker's neighbours is placed here (`pytest_collection_modifyitems`): the
-kind cluster's tests on one worker, in order; a module whose fixtures outlive a test
-(a module-scoped coordinator, a broker) on one worker, so they are set up once; tests
-that measure latency beside an attack (`alone`) after the others, by themselves.
+kind cluster's tests on one worker, in order; the e2e tier on two (a control plane
+each); a module whose fixtures outlive a test (a module-scoped coordinator, a broker) on
+one worker, so they are set up once; tests that measure latency beside an attack
+(`alone`) after the others, by themselves.
 
 Every coroutine test runs under `_no_leaked_tasks`: a task it (or its fixtures) started and
 left running fails it, by name, as kopf's own tests do (a task nobody keeps is work nobody
@@ -60,9 +61,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+E2E_FIRST_HALF = ("test_demo.py", "test_chart.py", "test_serviceaccount_tokens.py")
+"""The e2e tier on two workers, about half its time each: a worker starts its own control
+plane (etcd, kube-apiserver, controller manager), which keeps using CPU while it runs."""
+
+
 def _worker_group(item: pytest.Item, path: str) -> str | None:
     if path.startswith("tests/cluster/"):
         return "cluster"
+    if path.startswith("tests/e2e/"):
+        return "e2e-1" if path.endswith(E2E_FIRST_HALF) else "e2e-2"
     info = getattr(item, "_fixtureinfo", None)
     for defs in info.name2fixturedefs.values() if info is not None else ():
         if any(d.scope in ("module", "class") for d in defs):
