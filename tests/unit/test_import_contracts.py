@@ -40,6 +40,7 @@ VIOLATIONS = {
     "security-below-its-users": ("security/acl.py", "import kgroups.admin"),
     "protocol-at-the-bottom": ("protocol/groups.py", "import kgroups.security.actions"),
     "leaf-utilities": ("tasks.py", "import kgroups.protocol.errors"),
+    "commands-over-the-wire": ("cli/topics.py", "import kgroups.coordinator.store"),
 }
 VARIANTS = ("-admin", "-metrics", "-edge", "-plugin", "-cli")
 

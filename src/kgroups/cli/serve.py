@@ -1,14 +1,5 @@
-"""The `kgroups` command line: run a coordinator, manage topics, try assignors.
-
-`kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
-`kgroups topic create|partitions|list|delete` manage its topics through the Kafka admin
-APIs, the same way any Kafka admin client can; `kgroups group
-list|describe|reset-offsets|delete|delete-offsets` are Kafka's kafka-consumer-groups, for
-kgroups or any Kafka cluster;
-`kgroups assign` shows what an assignor would do; `kgroups sidecar` runs a member for an
-application in any language, `kgroups operator` the Kubernetes operator, and `kgroups
-credentials hash` writes SCRAM hashes for a credentials file.
-"""
+"""`kgroups coordinator`: its flags, the settings they make, and the server run until a
+signal or a failure (exit 1, the reason in the log and the termination message)."""
 
 from __future__ import annotations
 
@@ -18,12 +9,12 @@ import dataclasses
 import logging
 import signal
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 import typer
 
+from kgroups.cli.options import parse_address
 from kgroups.coordinator import listeners
 from kgroups.coordinator.authorizers import AuthorizationSettings
 from kgroups.coordinator.core import CoordinatorConfig
@@ -35,34 +26,10 @@ from kgroups.coordinator.store import StoreError
 from kgroups.coordinator.tls import TlsSettings
 from kgroups.coordinator.tokens import OAuthBearerSettings
 from kgroups.files import say_why_stopped
-from kgroups.groupcli import group_app
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
-from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
-from kgroups.security.client import ClientSecurity
+from kgroups.protocol.groups import COORDINATOR, GroupConfig
 
 LIMITS = Limits()
-PARAGRAPHS: Literal["markdown"] = "markdown"
-"""Help from docstrings reads as paragraphs: their line breaks are the source's, not the
-terminal's (a blank line still separates paragraphs)."""
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__,
-                  rich_markup_mode=PARAGRAPHS)  # fmt: skip
-topic_app = typer.Typer(
-    no_args_is_help=True, help="Create, list and delete topics.", rich_markup_mode=PARAGRAPHS
-)
-app.add_typer(topic_app, name="topic")
-app.add_typer(group_app, name="group")
-credentials_app = typer.Typer(
-    no_args_is_help=True, help="Users for PLAIN and SCRAM.", rich_markup_mode=PARAGRAPHS
-)
-app.add_typer(credentials_app, name="credentials")
-
-
-def parse_address(value: str, default_port: int = 9092) -> tuple[str, int]:
-    """`HOST:PORT` (or `HOST`, or `[v6]:PORT`) into a host and a port."""
-    try:
-        return listeners.parse_address(value, default_port)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
 
 
 def _listeners(listen: list[str], advertise: list[str]) -> tuple[ListenerSettings, ...]:
@@ -83,7 +50,6 @@ def _listeners(listen: list[str], advertise: list[str]) -> tuple[ListenerSetting
     return tuple(by_name[ls.name] for ls in parsed)
 
 
-@app.command()
 def coordinator(
     listen: Annotated[
         list[str],
@@ -412,305 +378,3 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
     with contextlib.suppress(asyncio.CancelledError):
         await serve
     return 0
-
-
-BootstrapOption = Annotated[
-    str,
-    typer.Option("--bootstrap-server", "--bootstrap",
-                 help="The coordinator (or any Kafka broker), HOST:PORT."),
-]  # fmt: skip
-"""Every command names its coordinator as Kafka's tools do: `--bootstrap-server`."""
-
-
-def _client_security() -> ClientSecurity:
-    """TLS and SASL for reaching the coordinator, from KGROUPS_* environment variables
-    (see ClientSecurity.from_env): never passwords on a command line."""
-    try:
-        return ClientSecurity.from_env()
-    except ValueError as exc:
-        raise typer.BadParameter(f"KGROUPS_* security settings: {exc}") from exc
-
-
-def _admin(call: Coroutine[Any, Any, Any], done: str) -> Any:
-    """Run one admin call; a Kafka error becomes a message and exit code 1."""
-    from kgroups import admin
-
-    try:
-        result = asyncio.run(call)
-    except admin.AdminError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    except OSError as exc:
-        typer.echo(f"error: cannot reach the coordinator: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    if done:
-        typer.echo(done)
-    return result
-
-
-@credentials_app.command("hash")
-def credentials_hash(
-    username: str,
-    iterations: Annotated[
-        int, typer.Option(help="PBKDF2 iterations (Kafka's range: 4096 to 16384).")
-    ] = 8192,
-) -> None:
-    """Print USERNAME's entry for the --credentials file with SCRAM-SHA-256 and -512 hashes
-    of a password read from standard input (hidden when typed): the Secret then holds no
-    password, yet PLAIN and both SCRAMs work."""
-    from kgroups.security import credentials
-
-    if sys.stdin.isatty():
-        password = typer.prompt("password", hide_input=True, confirmation_prompt=True)
-    else:
-        password = sys.stdin.readline().rstrip("\n")
-    if not password:
-        raise typer.BadParameter("an empty password")
-    try:
-        scram = {m: credentials.scram_credential(password, m, iterations=iterations)
-                 for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}  # fmt: skip
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    typer.echo(credentials.render_user(username, scram), nl=False)
-
-
-@topic_app.command("create")
-def topic_create(
-    name: str,
-    partitions: Annotated[int, typer.Option(min=1, help="Number of partitions.")] = 1,
-    bootstrap: BootstrapOption = "127.0.0.1:9092",
-) -> None:
-    """Create a topic (CreateTopics), or fail if it exists."""
-    from kgroups import admin
-
-    host, port = parse_address(bootstrap)
-    _admin(
-        admin.create_topic(host, port, name, partitions, security=_client_security()),
-        f"created topic {name} with {partitions} partitions",
-    )
-
-
-@topic_app.command("partitions")
-def topic_partitions(
-    name: str,
-    partitions: Annotated[int, typer.Option(min=1, help="New total number of partitions.")],
-    bootstrap: BootstrapOption = "127.0.0.1:9092",
-) -> None:
-    """Grow a topic to N partitions (CreatePartitions)."""
-    from kgroups import admin
-
-    host, port = parse_address(bootstrap)
-    _admin(
-        admin.create_partitions(host, port, name, partitions, security=_client_security()),
-        f"topic {name} now has {partitions} partitions",
-    )
-
-
-@topic_app.command("list")
-def topic_list(bootstrap: BootstrapOption = "127.0.0.1:9092") -> None:
-    """List topics and their partition counts (Metadata)."""
-    from kgroups import admin
-
-    host, port = parse_address(bootstrap)
-    for name, count in _admin(admin.list_topics(host, port, security=_client_security()), ""):
-        typer.echo(f"{name}\t{count}")
-
-
-@topic_app.command("delete")
-def topic_delete(name: str, bootstrap: BootstrapOption = "127.0.0.1:9092") -> None:
-    """Delete a topic and every committed offset for it (DeleteTopics)."""
-    from kgroups import admin
-
-    host, port = parse_address(bootstrap)
-    _admin(
-        admin.delete_topic(host, port, name, security=_client_security()), f"deleted topic {name}"
-    )
-
-
-@app.command()
-def assign(
-    strategy: Annotated[
-        str, typer.Option(help="Assignor name: range, roundrobin, sticky, cooperative-sticky, ...")
-    ],
-    input_path: Annotated[
-        str, typer.Option("--input", help="JSON file describing the group, or - for stdin.")
-    ] = "-",
-) -> None:
-    """Print the assignment an assignor would make for a group described in JSON.
-
-    Input: {"topics": {"t": 3}, "members": {"m1": {"topics": ["t"], "owned": {"t": [0]},
-    "generation": 1, "instance_id": null, "rack": null}}, "replicas": 1}.
-    Output: {"assignment": {"m1": {"t": [0, 1, 2]}}}.
-    """
-    import json
-
-    from kgroups.client import assignors
-    from kgroups.client.assignors.jsonio import SpecError, assignment_to_json, group_from_json
-
-    try:
-        text = sys.stdin.read() if input_path == "-" else Path(input_path).read_text()
-    except OSError as exc:
-        typer.echo(f"error: cannot read {input_path}: {exc.strerror}", err=True)
-        raise typer.Exit(2) from exc
-    try:
-        group = group_from_json(json.loads(text))
-        assignor = assignors.get(strategy)
-        result = assignor.assign(group)
-    except json.JSONDecodeError as exc:
-        typer.echo(f"error: the input is not JSON: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except (SpecError, assignors.AssignorError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    typer.echo(json.dumps(assignment_to_json(group, result), sort_keys=True))
-
-
-@app.command()
-def sidecar(
-    group: Annotated[str, typer.Option(help="Consumer group id.")],
-    topics: Annotated[str, typer.Option(help="Topics to subscribe to, comma-separated.")],
-    bootstrap: BootstrapOption = "127.0.0.1:9092",
-    assignment_file: Annotated[
-        Path | None, typer.Option(help="Write the assignment here (atomically) on every change.")
-    ] = None,
-    http: Annotated[
-        str | None,
-        typer.Option(
-            help="Serve GET /assignment, POST /revoked, POST /commit, GET /healthz and "
-            "GET /metrics (Prometheus) on HOST:PORT (port 0: any)."
-        ),
-    ] = None,
-    strategy: Annotated[
-        str, typer.Option(help="Assignors in preference order, comma-separated.")
-    ] = "range,cooperative-sticky",
-    instance_id: Annotated[str | None, typer.Option(help="group.instance.id (static).")] = None,
-    rack: Annotated[str | None, typer.Option(help="client.rack")] = None,
-    session_timeout_ms: Annotated[int, typer.Option()] = MEMBER.session_timeout_ms,
-    heartbeat_interval_ms: Annotated[int, typer.Option()] = MEMBER.heartbeat_interval_ms,
-    rebalance_timeout_ms: Annotated[int, typer.Option()] = MEMBER.rebalance_timeout_ms,
-    metadata_max_age_ms: Annotated[
-        int,
-        typer.Option(
-            help="How often the leader checks the topics' partition counts "
-            "(metadata.max.age.ms); a change triggers a rebalance."
-        ),
-    ] = MEMBER.metadata_max_age_ms,
-    revoke_timeout_ms: Annotated[
-        int | None,
-        typer.Option(
-            help="Release revoked partitions after this long without POST /revoked "
-            "(default with --http: wait for the acknowledgement, heartbeating meanwhile; "
-            "past the rebalance timeout they are reported lost. Without --http: 1 s)."
-        ),
-    ] = None,
-    close_timeout_ms: Annotated[
-        int,
-        typer.Option(
-            help="On SIGTERM, wait at most this long for POST /revoked before leaving "
-            "the group (the application may be shutting down too; Kafka's close timeout)."
-        ),
-    ] = 10_000,
-    metrics: Annotated[
-        str | None,
-        typer.Option(
-            help="Also serve only GET /metrics and /healthz on HOST:PORT, for Prometheus "
-            "(--http, which takes commits, can then stay on 127.0.0.1)."
-        ),
-    ] = None,
-    log_level: Annotated[str, typer.Option()] = "INFO",
-) -> None:
-    """Run a group member for an application in another process (file and HTTP API)."""
-    from kgroups.client import GroupMember
-    from kgroups.client.sidecar import Sidecar
-
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s",
-                        stream=sys.stderr)  # fmt: skip
-    if assignment_file is None and http is None:
-        raise typer.BadParameter("give --assignment-file, --http or both")
-    address = parse_address(http) if http is not None else None
-    if revoke_timeout_ms is None and http is None:
-        revoke_timeout_ms = 1000
-    security = _client_security()
-
-    def make_member(listener: Sidecar) -> GroupMember:
-        return GroupMember(
-            bootstrap, group, [t for t in topics.split(",") if t],
-            assignors=[s for s in strategy.split(",") if s], instance_id=instance_id, rack=rack,
-            session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms, metadata_max_age_ms=metadata_max_age_ms,
-            listener=listener, registry=listener.registry, security=security,
-        )  # fmt: skip
-
-    async def run() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        revoke = None if revoke_timeout_ms is None else revoke_timeout_ms / 1000
-        car = Sidecar(make_member, assignment_file=assignment_file, http=address,
-                      revoke_timeout=revoke, close_timeout=close_timeout_ms / 1000,
-                      metrics=parse_address(metrics) if metrics else None)  # fmt: skip
-        return await car.run(stop)
-
-    try:
-        code = asyncio.run(run())
-    except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    raise typer.Exit(code)
-
-
-@app.command()
-def operator(
-    coordinator: Annotated[
-        str,
-        typer.Option(
-            "--bootstrap-server",
-            "--coordinator",
-            help="The kgroups coordinator's Kafka address, HOST:PORT.",
-        ),
-    ] = "127.0.0.1:9092",
-    namespace: Annotated[
-        list[str] | None,
-        typer.Option(help="Namespace to watch (repeatable; default: default)."),
-    ] = None,
-    all_namespaces: Annotated[
-        bool, typer.Option("--all-namespaces", "-A", help="Watch every namespace.")
-    ] = False,
-    log_level: Annotated[str, typer.Option(help="Python logging level.")] = "INFO",
-    liveness: Annotated[
-        str | None,
-        typer.Option(
-            help="Serve kopf's liveness probe at this URL, e.g. http://0.0.0.0:8080/healthz."
-        ),
-    ] = None,
-    metrics: Annotated[
-        str | None,
-        typer.Option(help="Serve the operator's Prometheus metrics at http://HOST:PORT/metrics."),
-    ] = None,
-) -> None:
-    """Run the operator: Topics and ConsumerGroups (kgroups.io/v1alpha1) reconciled against
-    the coordinator, live group state mirrored into their status. Credentials come from the
-    pod's service account or from KUBECONFIG."""
-    from kgroups.operator.run import run
-
-    if namespace and all_namespaces:
-        raise typer.BadParameter("use --namespace or --all-namespaces, not both")
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    address = parse_address(coordinator)
-    namespaces = namespace or ([] if all_namespaces else ["default"])
-    asyncio.run(
-        run(
-            address,
-            namespaces=namespaces,
-            clusterwide=all_namespaces,
-            liveness=liveness,
-            metrics=parse_address(metrics) if metrics else None,
-        )
-    )
-
-
-def main() -> None:
-    app()
