@@ -32,11 +32,11 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Most tests wait on timers and processes, so more workers than cores: five on this
+# Most tests wait on timers and processes, so more workers than cores: four on this
 # 2-core machine (TEST_WORKERS=0 runs everything in one process). The kind cluster's tests
 # share a worker, in order; tests marked `alone` (they time latency beside an attack) run
 # afterwards by themselves. Each run ends with its time per tier (tests/tiers.py).
-TEST_WORKERS ?= 5
+TEST_WORKERS ?= 4
 test: lint kafka spark-kafka controlplane peers cluster-bits prometheus
 	@status=0; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \

@@ -8,11 +8,9 @@ here fails with the reason: there is no silent skip.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -47,31 +45,11 @@ def docker_host(host_before: dict[str, object]) -> Iterator[str]:
     if started.returncode != 0:
         pytest.fail(f"the container runtime did not start:\n{started.stderr[-3000:]}")
     host = f"unix://{started.stdout.strip().splitlines()[-1]}"
-    _first_in_line()
     try:
         yield host
     finally:
         if not KEEP:
             subprocess.run(["bash", str(RUNTIME), "down"], timeout=300, check=False)
-
-
-RUNTIME_PIDS = (
-    Path(os.environ.get("KGROUPS_CACHE", Path.home() / ".cache" / "kgroups"))
-    / "cluster-runtime" / "run"
-)  # fmt: skip
-PRIORITY = -5
-"""`make test` runs the other tiers beside this one on the same two cores; the kind
-cluster's pods (children of containerd) and this worker go first, so the tier that takes
-longest is not the one kept waiting. The daemons stop with the runtime."""
-
-
-def _first_in_line() -> None:
-    for name in ("containerd.pid", "dockerd.pid"):
-        # Not ours to raise, or gone: the tier runs all the same, later.
-        with contextlib.suppress(OSError, ValueError):
-            os.setpriority(os.PRIO_PROCESS, int((RUNTIME_PIDS / name).read_text()), PRIORITY)
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
 
 
 @pytest.fixture(scope="package")
