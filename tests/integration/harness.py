@@ -296,7 +296,8 @@ class Member:
         self.events: list[dict[str, Any]] = []
         self.stderr: list[str] = []
         self._new: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, name=f"{client_id}-out", daemon=True).start()
+        self._reader = threading.Thread(target=self._read, name=f"{client_id}-out", daemon=True)
+        self._reader.start()
         threading.Thread(target=self._read_err, name=f"{client_id}-err", daemon=True).start()
 
     def _read(self) -> None:
@@ -343,7 +344,8 @@ class Member:
         return event
 
     def close(self, timeout: float = 20) -> None:
-        """Ask the client to close (it sends LeaveGroup) and wait for it to exit."""
+        """Ask the client to close (it sends LeaveGroup), wait for it to exit and for
+        everything it printed to be read (a loaded machine may run the reader late)."""
         if self.proc.poll() is None:
             self.send("close")
             try:
@@ -351,6 +353,7 @@ class Member:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self._reader.join(timeout=10)
 
     def kill(self) -> None:
         """SIGKILL: no LeaveGroup; the coordinator must notice by session timeout."""

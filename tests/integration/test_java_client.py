@@ -73,6 +73,12 @@ def test_java_and_python_clients_share_a_group(
     no_overlap_per_generation([java, static_java, kp, aio, again])
 
 
+COOP_SESSION_MS = 10_000
+"""Long enough that a loaded machine does not fence a member mid-test: a fenced member
+gives up its whole assignment, which is what this test says cooperative members never do
+in an ordinary rebalance."""
+
+
 def test_cooperative_sticky_java_members_rebalance_incrementally(
     coordinator: Coordinator, members: list[Member]
 ) -> None:
@@ -87,6 +93,7 @@ def test_cooperative_sticky_java_members_rebalance_incrementally(
             ["events"],
             client_id=f"c{i}",
             strategy="cooperative-sticky",
+            session_timeout_ms=COOP_SESSION_MS,
         )
         for i in range(2)
     ]
@@ -94,7 +101,7 @@ def test_cooperative_sticky_java_members_rebalance_incrementally(
     wait_until(lambda: converged(first, partitions), 60, "two cooperative members")
     kept = {m.name: set(map(tuple, m.assignment["partitions"])) for m in first}  # type: ignore[index]
     newcomer = Member("java", coordinator.bootstrap, "coop", ["events"], client_id="c2",
-                      strategy="cooperative-sticky")  # fmt: skip
+                      strategy="cooperative-sticky", session_timeout_ms=COOP_SESSION_MS)  # fmt: skip
     members.append(newcomer)
     everyone = [*first, newcomer]
     wait_until(lambda: converged(everyone, partitions), 60, "three cooperative members")
