@@ -435,8 +435,7 @@ class CoordinatorServer:
     def _crashed(self, name: str, exc: BaseException) -> None:
         """A background task the server depends on crashed: a bug, so the server stops
         as after a bug in a handler (what is queued is written first)."""
-        if self._stop_serving(exc, f"a bug in {name}", cause=exc):
-            self._halting = self._tasks.spawn("halt", self._write_queue_then_stop())
+        self._halt_after(exc, f"a bug in {name}", exc)
 
     def _close_listeners(self) -> None:
         for listener in self.listeners:
@@ -691,17 +690,24 @@ class CoordinatorServer:
                                 exc: BaseException) -> None:  # fmt: skip
         """An unexpected error while a SaslAuthenticate waited (a key fetch, a key
         derivation): that client is refused and its connection closed, not left waiting."""
-        log.error("%s crashed for %s: refusing its authentication", name, conn.peer,
-                  exc_info=exc)  # fmt: skip
+        self._log_crash(conn, f"{name} crashed for {conn.peer}: refusing its authentication", exc)
         if self._serving(conn):
             self._answer_authenticate(conn, request, conn.session.refuse("internal error"))
+
+    def _log_crash(self, conn: Connection, message: str, exc: BaseException) -> None:
+        """With its traceback, within the client address's log budget (a client that
+        can trigger the bug must not be able to fill the log with it)."""
+        assert self._loop is not None
+        skipped = self._closing_log.take(conn.client_host or conn.peer, self._loop.time())
+        if skipped is not None:
+            log.error("%s%s", message, suppressed(skipped), exc_info=exc)
 
     def _authorization_crashed(self, incoming: _Incoming, actions: frozenset[Action],
                                name: str, exc: BaseException) -> None:  # fmt: skip
         """An unexpected error while a request waited on its authorization: it is
         answered with every action it needed refused, and the connection is closed."""
         conn = incoming.conn
-        log.error("%s crashed for %s: refusing its request", name, conn.peer, exc_info=exc)
+        self._log_crash(conn, f"{name} crashed for {conn.peer}: refusing its request", exc)
         if self._serving(conn):
             try:
                 self._handle_incoming(incoming, actions)
@@ -867,10 +873,11 @@ class CoordinatorServer:
         explains it. The failed call's effects are dropped (neither persisted nor
         answered); what earlier calls queued is still written, then the server stops,
         and a restart replays what is durable (Kafka rolls such a group back instead)."""
-        if not self._stop_serving(failed, what, cause=failed.__cause__):
-            return
-        assert self._loop is not None
-        self._halting = self._tasks.spawn("halt", self._write_queue_then_stop())
+        self._halt_after(failed, what, failed.__cause__)
+
+    def _halt_after(self, exc: BaseException, what: str, cause: BaseException | None) -> None:
+        if self._stop_serving(exc, what, cause=cause):
+            self._halting = self._tasks.spawn("halt", self._write_queue_then_stop())
 
     def _stop_serving(
         self, exc: BaseException, what: str, cause: BaseException | None = None
