@@ -28,6 +28,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,14 +118,24 @@ def table(out: str) -> list[dict[str, str]]:
 
 
 def seed(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
-    """Commit as an admin (generation -1) through kafka-python: another client."""
+    """Commit as an admin (generation -1) through kafka-python: another client.
+
+    A retriable answer (a Kafka broker still loading its offsets partition on a busy
+    machine says COORDINATOR_LOAD_IN_PROGRESS) is retried as Java's admin would, for
+    up to 60 s; any other error fails the test.
+    """
     client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="group-cli-seed")
+    request = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
+    deadline = time.monotonic() + 60
     try:
-        result = client.alter_group_offsets(
-            group,
-            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
-        )
-        assert all(error.errno == 0 for error in result.values()), result
+        while True:
+            result = client.alter_group_offsets(group, request)
+            errors = [error for error in result.values() if error.errno != 0]
+            if not errors:
+                return
+            if time.monotonic() > deadline or not all(e.retriable for e in errors):
+                raise AssertionError(result)
+            time.sleep(0.5)
     finally:
         client.close()
 

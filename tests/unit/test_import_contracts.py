@@ -33,6 +33,8 @@ VIOLATIONS = {
     "operator-over-the-wire": ("operator/status.py", "import kgroups.client.errors"),
     "sans-io-security": ("security/scram.py", "import asyncio"),
     "layers-edge": ("coordinator/tls.py", "import kgroups.coordinator.connection"),
+    "layers-cycle": ("coordinator/connection.py", "import kgroups.coordinator.server"),
+    "layers-gate": ("coordinator/gate.py", "import kgroups.coordinator.pipeline"),
     "operator-on-top-plugin": ("kubectl/views.py", "import kgroups.operator.status"),
     "operator-over-the-wire-cli": ("operator/status.py", "import kgroups.groupcli.describe"),
     "tools-over-the-wire": ("groupcli/describe.py", "import kgroups.coordinator.core"),
@@ -42,7 +44,7 @@ VIOLATIONS = {
     "leaf-utilities": ("tasks.py", "import kgroups.protocol.errors"),
     "commands-over-the-wire": ("cli/topics.py", "import kgroups.coordinator.store"),
 }
-VARIANTS = ("-admin", "-metrics", "-edge", "-plugin", "-cli")
+VARIANTS = ("-admin", "-metrics", "-edge", "-plugin", "-cli", "-cycle", "-gate")
 
 
 def contract_of(case: str) -> str:

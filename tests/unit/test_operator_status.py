@@ -29,7 +29,7 @@ from kgroups.api.offset_requests import (
 )
 from kgroups.api.reset import Reset, Scope, Spec
 from kgroups.operator.access import NEEDED, AccessWatch, allowed, review
-from kgroups.operator.handlers import _status_patch, backoff
+from kgroups.operator.reporting import backoff, status_patch
 from kgroups.operator.status import (
     MAX_MEMBERS,
     MAX_OFFSETS,
@@ -76,7 +76,7 @@ def test_recomputing_an_unchanged_group_changes_nothing() -> None:
     second, event = _status(first, _group(), now=T1)
     assert second == first
     assert event is None
-    assert _status_patch(first, second) == {}
+    assert status_patch(first, second) == {}
 
 
 def test_a_new_generation_counts_a_rebalance_and_moves_the_time() -> None:
@@ -107,7 +107,7 @@ def test_conditions_keep_their_transition_time_until_status_flips() -> None:
 def test_fields_that_disappear_are_removed_by_the_patch() -> None:
     busy, _ = _status({}, _group())
     empty, _ = _status(busy, GroupView("g", "Empty", "consumer", "", (), 3, ""))
-    patch = _status_patch(busy, empty)
+    patch = status_patch(busy, empty)
     assert patch["leader"] is None
     assert patch["members"] == []
 
@@ -196,7 +196,7 @@ def test_the_poll_keeps_the_request_records_and_reports_lag() -> None:
         {"topic": "t", "partition": 1, "offset": 7},
     ]
     assert (status["lag"], status["coordinator"]) == (8, "c:9092")
-    assert _status_patch({"offsetRequests": records, **status}, status) == {}
+    assert status_patch({"offsetRequests": records, **status}, status) == {}
     assert "lag" not in _status({}, _group())[0]  # no log end known: no lag
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.core.group_configs import SETTINGS
-from kgroups.operator.handlers import SETTING_NAMES
+from kgroups.operator.groups import SETTING_NAMES
 from kgroups.protocol.groups import COORDINATOR, MEMBER, GroupConfig
 
 ROOT = Path(__file__).resolve().parents[2]

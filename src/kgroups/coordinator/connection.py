@@ -3,7 +3,7 @@ in order, and the bounds that keep a connection from holding more than its share
 
 A connection reads size-prefixed frames, capping the size before buffering (512 KiB until
 SASL authentication completes), hands one request at a time to the server
-(`CoordinatorServer.dispatch`), and writes the answers produced in one turn of the event
+(`ConnectionOwner.dispatch`), and writes the answers produced in one turn of the event
 loop in one write. It stops reading when too many frames wait behind the one in flight,
 when its client does not read its answers, or when the server's buffered-bytes bound says
 so. A listener is where connections come from and how they start (TLS, SASL).
@@ -15,19 +15,17 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from kgroups.coordinator.core import Node
-from kgroups.coordinator.limits import PRE_AUTH_MAX_FRAME_BYTES
+from kgroups.coordinator.limits import PRE_AUTH_MAX_FRAME_BYTES, ConnectionCounts, Limits
 from kgroups.coordinator.listeners import ListenerSettings
+from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.security import ListenerSecurity
 from kgroups.coordinator.tls import certificate_principal
 from kgroups.protocol.frames import SIZE
 from kgroups.security.sasl import ANONYMOUS
 from kgroups.security.session import Session
-
-if TYPE_CHECKING:
-    from kgroups.coordinator.server import CoordinatorServer
 
 MAX_QUEUED_FRAMES = 128
 """Frames a connection may have waiting before we stop reading from its socket."""
@@ -55,10 +53,40 @@ class Listener:
         return Node(0, s.advertised_host or s.host, s.advertised_port or self.port)
 
 
+class ConnectionOwner(Protocol):
+    """What a connection needs of the server that accepted it (`CoordinatorServer`):
+    declared here so that this module does not import the server."""
+
+    @property
+    def counts(self) -> ConnectionCounts:
+        """Connections per client address and in total (admission, release)."""
+        ...
+
+    @property
+    def connections(self) -> set[Connection]: ...
+
+    @property
+    def metrics(self) -> CoordinatorMetrics: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def max_frame_bytes(self) -> int: ...
+
+    def reject(self, address: str, reason: str) -> None: ...
+
+    def account(self, conn: Connection, held: int) -> None: ...
+
+    def dispatch(self, conn: Connection, frame: bytes) -> None: ...
+
+    def log_closing(self, conn: Connection, reason: str) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """One client connection: frames in, one request in flight, replies out in order."""
 
-    def __init__(self, server: CoordinatorServer, listener: Listener | None = None) -> None:
+    def __init__(self, server: ConnectionOwner, listener: Listener | None = None) -> None:
         self.server = server
         self.listener = listener
         self.session = Session(None)
@@ -112,7 +140,7 @@ class Connection(asyncio.Protocol):
                 principal = certificate_principal(transport.get_extra_info("peercert"))
             self.session = Session(security.sasl, principal or ANONYMOUS)
             if self.session.principal is None:
-                timeout_s = self.server.settings.limits.authentication_timeout_ms / 1000
+                timeout_s = self.server.limits.authentication_timeout_ms / 1000
                 self.call_later(timeout_s, self._authentication_deadline)
         self.server.connections.add(self)
 
@@ -121,7 +149,7 @@ class Connection(asyncio.Protocol):
         sending ApiVersions forever would hold a connection slot forever."""
         if self.session.principal is None and not self.closed:
             self.server.metrics.unauthenticated_closed()
-            limit_ms = self.server.settings.limits.authentication_timeout_ms
+            limit_ms = self.server.limits.authentication_timeout_ms
             self.close_after_answers(f"did not authenticate within {limit_ms} ms")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -141,7 +169,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buf = self._buffer
         buf += data
-        limit = self.server.settings.max_frame_bytes
+        limit = self.server.max_frame_bytes
         if self.session.principal is None:  # not authenticated yet (Kafka's 512 KiB)
             limit = min(limit, PRE_AUTH_MAX_FRAME_BYTES)
         whole = len(self._frames)
