@@ -10,30 +10,27 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kgroups.cli.options import parse_address
-from kgroups.coordinator import listeners
-from kgroups.coordinator.authorizers import AuthorizationSettings
-from kgroups.coordinator.core import CoordinatorConfig
-from kgroups.coordinator.kubeapi import KubeApiError
 from kgroups.coordinator.limits import Limits
-from kgroups.coordinator.listeners import ListenerSettings, SecuritySettings
-from kgroups.coordinator.server import CoordinatorServer, ServerSettings
-from kgroups.coordinator.store import StoreError
-from kgroups.coordinator.tls import TlsSettings
-from kgroups.coordinator.tokens import OAuthBearerSettings
 from kgroups.files import say_why_stopped
 from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from kgroups.protocol.groups import COORDINATOR, GroupConfig
+
+if TYPE_CHECKING:
+    from kgroups.coordinator.listeners import ListenerSettings
+    from kgroups.coordinator.server import ServerSettings
 
 LIMITS = Limits()
 
 
 def _listeners(listen: list[str], advertise: list[str]) -> tuple[ListenerSettings, ...]:
     """--listen PROTOCOL://HOST:PORT (repeated) with --advertise [PROTOCOL=]HOST:PORT."""
+    from kgroups.coordinator import listeners
+
     try:
         parsed = [listeners.parse_listener(value) for value in listen]
     except ValueError as exc:
@@ -190,14 +187,14 @@ def coordinator(
             help="Groups one authenticated principal may create; more get POLICY_VIOLATION "
             "(0: no limit; ANONYMOUS is not counted)."
         ),
-    ] = CoordinatorConfig().max_groups_per_principal,
+    ] = COORDINATOR.max_groups_per_principal,
     max_group_record_bytes: Annotated[
         int,
         typer.Option(
             help="Largest group record (members' ids, metadata, assignments; Kafka's "
             "message.max.bytes): a JoinGroup or assignment past it gets UNKNOWN_SERVER_ERROR."
         ),
-    ] = CoordinatorConfig().max_group_record_bytes,
+    ] = COORDINATOR.max_record_bytes,
     offsets_retention_minutes: Annotated[
         int, typer.Option(help=GroupConfig.OFFSETS_RETENTION_MINUTES)
     ] = COORDINATOR.offsets_retention_minutes,
@@ -260,6 +257,16 @@ def coordinator(
     ] = None,
 ) -> None:
     """Run the group coordinator until SIGINT or SIGTERM."""
+    # The coordinator is imported when this command runs, not with this module: every
+    # command's options are declared when `kgroups` starts, and `kgroups topic` and
+    # `kgroups group` reach a coordinator over the wire without loading one.
+    from kgroups.coordinator.authorizers import AuthorizationSettings
+    from kgroups.coordinator.core import CoordinatorConfig
+    from kgroups.coordinator.listeners import SecuritySettings
+    from kgroups.coordinator.server import ServerSettings
+    from kgroups.coordinator.tls import TlsSettings
+    from kgroups.coordinator.tokens import OAuthBearerSettings
+
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -344,6 +351,10 @@ def _stopped_because(reason: str) -> None:
 
 
 async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
+    from kgroups.coordinator.kubeapi import KubeApiError
+    from kgroups.coordinator.server import CoordinatorServer
+    from kgroups.coordinator.store import StoreError
+
     try:
         server = CoordinatorServer(settings)
     except (ValueError, OSError, KubeApiError) as exc:  # unusable certificates, ACLs, config

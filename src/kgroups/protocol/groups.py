@@ -53,13 +53,17 @@ class GroupConfig(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorDefaults:
-    """Kafka's broker defaults for the classic group coordinator."""
+    """Kafka's broker defaults for the classic group coordinator (and kgroups' own limit
+    on groups per principal, which Kafka does not have)."""
 
     min_session_timeout_ms: int = 6_000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3_000
     max_size: int = 2**31 - 1
     offsets_retention_minutes: int = 10_080
+    max_record_bytes: int = 1_048_588
+    """message.max.bytes: the bound a group's record in __consumer_offsets meets."""
+    max_groups_per_principal: int = 1000
 
 
 @dataclass(frozen=True, slots=True)

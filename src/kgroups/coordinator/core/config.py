@@ -46,10 +46,10 @@ class CoordinatorConfig:
     auto_create_topics_enable: bool = False
     """Create unknown topics on Metadata requests that allow it. Off by default, unlike
     Kafka: topics are meant to be declared (Topic resources, `kgroups topic create`)."""
-    max_groups_per_principal: int = 1000
+    max_groups_per_principal: int = COORDINATOR.max_groups_per_principal
     """Groups one authenticated principal may create; more get POLICY_VIOLATION (kgroups'
     own limit, see `ownership.py`; Kafka has none). 0: no limit."""
-    max_group_record_bytes: int = 1_048_588
+    max_group_record_bytes: int = COORDINATOR.max_record_bytes
     """The largest group record (its members' ids, protocol metadata and assignments):
     Kafka's message.max.bytes, the bound a group's record in __consumer_offsets meets. A
     JoinGroup that would pass it gets UNKNOWN_SERVER_ERROR, and so does a leader's

@@ -1,27 +1,16 @@
-"""Admin operations against a coordinator (or any Kafka broker) over the Kafka protocol.
+"""`Admin`: admin requests over one reconnecting connection to one coordinator or broker.
 
-Topics and groups are managed with the standard admin APIs, so the coordinator stays a
-plain Kafka endpoint: the CLI, the operator and any Kafka admin client do the same thing.
-`Admin` keeps one connection open and reopens it after a failure, which is what a
-long-running caller (the operator polls every group each second) needs; the module-level
-functions are one-shot conveniences for the CLI. `Cluster` routes requests the way Kafka's
-admin client does (a group's to its coordinator, ListOffsets to partition leaders,
-ListGroups to every broker), so `kgroups group` works against a Kafka cluster as well as
-against kgroups, which is a one-node cluster that answers all of it.
+It keeps its connection open and reopens it after a failure, which is what a long-running
+caller (the operator polls every group each second) needs. Each method is one Kafka admin
+API at a version every supported broker serves, with its answer turned into the plain
+views of `views`, and a refused request raised as `AdminError`.
 """
 
 from __future__ import annotations
 
-import ast
-import asyncio
-import functools
-import inspect
-import itertools
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TypeVar
 
-import kio.schema.errors
 from kio.schema.consumer_group_describe.v0 import request as cgd
 from kio.schema.consumer_group_describe.v0 import response as cgdr
 from kio.schema.create_partitions.v3 import request as cp
@@ -52,152 +41,29 @@ from kio.schema.offset_delete.v0 import response as odr
 from kio.schema.offset_fetch.v8 import request as of
 from kio.schema.offset_fetch.v8 import response as ofr
 
+from kgroups.admin.views import (
+    DELETE,
+    GROUP_RESOURCE,
+    SET,
+    TIMEOUT_MS,
+    TP,
+    Committed,
+    GroupView,
+    ListedGroup,
+    MemberView,
+    Node,
+    Topology,
+    assignment_of,
+    raise_for,
+)
 from kgroups.protocol.build import build
 from kgroups.protocol.client import CoordinatorUnavailable, ReconnectingConnection, fixed
-from kgroups.protocol.consumer import ConsumerProtocolError, decode_assignment
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.extensions import DescribeGroupsResponseV5
-from kgroups.protocol.groups import GROUP_RESOURCE_TYPE, NO_GENERATION, GroupState
+from kgroups.protocol.groups import NO_GENERATION, GroupState
 from kgroups.security.client import ClientSecurity
 
-TIMEOUT_MS = 30_000
 R = TypeVar("R")
-GROUP_RESOURCE = GROUP_RESOURCE_TYPE
-"""ConfigResource.Type.GROUP (KIP-848): per-group configs through (Incremental)AlterConfigs."""
-SET, DELETE = 0, 1
-"""IncrementalAlterConfigs operations."""
-EARLIEST, LATEST = -2, -1
-"""ListOffsets' special timestamps: the log's start and its end (the high watermark)."""
-TP = tuple[str, int]
-"""A topic partition."""
-
-
-class AdminError(RuntimeError):
-    """An admin request failed with a Kafka error code."""
-
-    def __init__(self, code: ErrorCode, message: str | None) -> None:
-        super().__init__(f"{code.name}: {message or 'no message'}")
-        self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class MemberView:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    host: str
-    assignment: dict[str, tuple[int, ...]]
-
-
-@dataclass(frozen=True, slots=True)
-class GroupView:
-    """A group as DescribeGroups shows it (generation and leader: kgroups' tagged fields)."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberView, ...] = field(default_factory=tuple)
-    generation: int = -1
-    leader: str = ""
-    group_type: str = "classic"
-    """"classic", or "consumer" for a KIP-848 group (Kafka 4): then `generation` is the
-    group epoch, `protocol` the server-side assignor, and there is no leader."""
-
-    @property
-    def exists(self) -> bool:
-        return self.state != GroupState.DEAD.value
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A broker as Metadata and FindCoordinator name it (kgroups is one node, id 0)."""
-
-    node_id: int
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
-class ListedGroup:
-    """One group as ListGroups lists it."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    group_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class Committed:
-    """A committed offset as OffsetFetch returns it."""
-
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """What Metadata says about brokers and topics: who leads each partition."""
-
-    nodes: dict[int, Node]
-    leaders: dict[str, dict[int, int]]
-    """topic -> partition -> leader's node id (-1: no leader now)."""
-    missing: dict[str, ErrorCode]
-    """Topics asked for that the cluster does not serve, with the reason."""
-
-
-@functools.cache
-def _kafka_messages() -> dict[str, str]:
-    """Kafka's message for each error code, which kio keeps as the enum members'
-    docstrings (generated from Kafka's `Errors.java`); Python drops those at runtime,
-    so they are read from kio's source once, when an error is first shown."""
-    try:
-        tree = ast.parse(inspect.getsource(kio.schema.errors))
-    except (OSError, TypeError, SyntaxError):
-        return {}
-    messages: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "ErrorCode":
-            for assign, doc in itertools.pairwise(node.body):
-                if (
-                    isinstance(assign, ast.Assign)
-                    and isinstance(assign.targets[0], ast.Name)
-                    and isinstance(doc, ast.Expr)
-                    and isinstance(doc.value, ast.Constant)
-                    and isinstance(doc.value.value, str)
-                ):
-                    messages[assign.targets[0].id] = doc.value.value
-    return messages
-
-
-def error_text(code: ErrorCode) -> str:
-    """Kafka's message for a code (`The group is not empty.`), or its name."""
-    return _kafka_messages().get(code.name) or code.name.upper()
-
-
-def error_message(code: ErrorCode) -> str:
-    """`NON_EMPTY_GROUP: The group is not empty.`: Kafka's name and message for a code."""
-    text = _kafka_messages().get(code.name)
-    return f"{code.name.upper()}: {text}" if text else code.name.upper()
-
-
-def _check(code: ErrorCode, message: str | None = None) -> None:
-    if code is not ErrorCode.none:
-        raise AdminError(code, message)
-
-
-def _assignment(protocol_type: str, data: bytes) -> dict[str, tuple[int, ...]]:
-    if protocol_type != "consumer" or not data:
-        return {}
-    try:
-        return dict(decode_assignment(data).partitions)
-    except ConsumerProtocolError:
-        return {}
 
 
 class Admin:
@@ -250,7 +116,7 @@ class Admin:
             },
         )
         result = (await self.request(req, ctr.CreateTopicsResponse)).topics[0]
-        _check(result.error_code, result.error_message)
+        raise_for(result.error_code, result.error_message)
 
     async def create_partitions(self, name: str, partitions: int) -> None:
         req = build(
@@ -261,12 +127,12 @@ class Admin:
             },
         )
         result = (await self.request(req, cpr.CreatePartitionsResponse)).results[0]
-        _check(result.error_code, result.error_message)
+        raise_for(result.error_code, result.error_message)
 
     async def delete_topic(self, name: str) -> None:
         req = build(dt.DeleteTopicsRequest, {"topics": [{"name": name}], "timeout": TIMEOUT_MS})
         result = (await self.request(req, dtr.DeleteTopicsResponse)).responses[0]
-        _check(result.error_code, result.error_message)
+        raise_for(result.error_code, result.error_message)
 
     async def topics(self, names: list[str] | None = None) -> dict[str, int]:
         """Partition counts of the named topics that exist (all topics for None)."""
@@ -287,7 +153,7 @@ class Admin:
         req = build(lo.ListOffsetsRequest, {"replica_id": -1, "topics": topics})
         (topic,) = (await self.request(req, lor.ListOffsetsResponse)).topics
         for p in topic.partitions:
-            _check(p.error_code)
+            raise_for(p.error_code)
         return {p.partition_index: p.offset for p in topic.partitions}
 
     async def topology(self, topics: Iterable[str] | None = None) -> Topology:
@@ -363,14 +229,14 @@ class Admin:
             if g.error_code is ErrorCode.group_id_not_found:
                 views.append(GroupView(g.group_id, GroupState.DEAD.value, "", ""))
                 continue
-            _check(g.error_code, f"group {g.group_id!r}")
+            raise_for(g.error_code, f"group {g.group_id!r}")
             members = tuple(
                 MemberView(
                     member_id=m.member_id,
                     instance_id=m.group_instance_id,
                     client_id=m.client_id,
                     host=m.client_host,
-                    assignment=_assignment(g.protocol_type, m.member_assignment),
+                    assignment=assignment_of(g.protocol_type, m.member_assignment),
                 )
                 for m in g.members
             )
@@ -400,7 +266,7 @@ class Admin:
             if g.error_code is ErrorCode.group_id_not_found:
                 views.append(GroupView(g.group_id, GroupState.DEAD.value, "", ""))
                 continue
-            _check(g.error_code, g.error_message or f"group {g.group_id!r}")
+            raise_for(g.error_code, g.error_message or f"group {g.group_id!r}")
             members = tuple(
                 MemberView(
                     member_id=m.member_id,
@@ -435,7 +301,7 @@ class Admin:
             lg.ListGroupsRequest, {"states_filter": list(states), "types_filter": list(types)}
         )
         response = await self.request(req, lgr.ListGroupsResponse)
-        _check(response.error_code)
+        raise_for(response.error_code)
         return [
             ListedGroup(g.group_id, g.group_state, g.protocol_type, g.group_type)
             for g in response.groups
@@ -445,7 +311,7 @@ class Admin:
         """Every committed offset of the group, with its leader epoch and metadata."""
         req = build(of.OffsetFetchRequest, {"groups": [{"group_id": group_id, "topics": None}]})
         group = (await self.request(req, ofr.OffsetFetchResponse)).groups[0]
-        _check(group.error_code, f"group {group_id!r}")
+        raise_for(group.error_code, f"group {group_id!r}")
         return {
             (t.name, int(p.partition_index)): Committed(
                 int(p.committed_offset), int(p.committed_leader_epoch), p.metadata or ""
@@ -459,7 +325,7 @@ class Admin:
         """Every committed offset of the group (OffsetFetch for all topics)."""
         req = build(of.OffsetFetchRequest, {"groups": [{"group_id": group_id, "topics": None}]})
         group = (await self.request(req, ofr.OffsetFetchResponse)).groups[0]
-        _check(group.error_code)
+        raise_for(group.error_code)
         return {
             (t.name, p.partition_index): p.committed_offset
             for t in group.topics
@@ -551,7 +417,7 @@ class Admin:
             },
         )
         result = (await self.request(req, iacr.IncrementalAlterConfigsResponse)).responses[0]
-        _check(result.error_code, result.error_message)
+        raise_for(result.error_code, result.error_message)
 
     async def group_configs(self, group_id: str) -> dict[str, str]:
         """The group's effective settings (overrides and coordinator defaults)."""
@@ -568,175 +434,8 @@ class Admin:
             },
         )
         result = (await self.request(req, dcr.DescribeConfigsResponse)).results[0]
-        _check(result.error_code, result.error_message)
+        raise_for(result.error_code, result.error_message)
         return {c.name: c.value or "" for c in result.configs}
-
-
-RETRY_COORDINATOR = frozenset(
-    {
-        ErrorCode.coordinator_not_available,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.not_coordinator,
-    }
-)
-"""FindCoordinator answers that mean "not yet": a fresh Kafka creates its offsets topic
-on first use and answers COORDINATOR_NOT_AVAILABLE meanwhile."""
-
-
-class Cluster:
-    """Admin requests routed the way Kafka's admin client routes them, for any cluster.
-
-    A group's requests go to its coordinator (FindCoordinator), ListOffsets to each
-    partition's leader (Metadata), ListGroups to every broker. A kgroups coordinator is a
-    one-node cluster that coordinates every group and leads every partition, so all of
-    it lands on one connection; a Kafka cluster spreads it over its brokers. When
-    Metadata names a single broker, it is reached through the bootstrap connection
-    whatever address it advertises: the address the user reached it by (a port-forward,
-    a load balancer) is the one that works from where they are.
-    """
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        timeout_ms: int = TIMEOUT_MS,
-        client_id: str = "kgroups-admin",
-        bootstrap: Admin | None = None,
-        security: ClientSecurity | None = None,
-    ) -> None:
-        """`bootstrap`: an open connection to `host:port` to use instead of a new one (the
-        operator's shared, reconnecting client); `close()` leaves it to its owner."""
-        self.timeout_ms = timeout_ms
-        self._client_id = client_id
-        self._security = security
-        self._owns_bootstrap = bootstrap is None
-        self._bootstrap = bootstrap or Admin(
-            host, port, client_id=client_id, timeout=timeout_ms / 1000, security=security
-        )
-        self._admins: dict[int, Admin] = {}
-        self._nodes: dict[int, Node] | None = None
-
-    async def __aenter__(self) -> Cluster:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        owned = [self._bootstrap] if self._owns_bootstrap else []
-        for admin in (*owned, *self._admins.values()):
-            await admin.close()
-
-    async def topology(self, topics: Iterable[str] | None = None) -> Topology:
-        topology = await self._bootstrap.topology(topics)
-        self._nodes = topology.nodes
-        return topology
-
-    async def nodes(self) -> dict[int, Node]:
-        if self._nodes is None:
-            return (await self.topology([])).nodes
-        return self._nodes
-
-    async def admin(self, node: Node) -> Admin:
-        """The connection to `node`."""
-        if len(await self.nodes()) <= 1:
-            return self._bootstrap
-        admin = self._admins.get(node.node_id)
-        if admin is None:
-            admin = Admin(node.host, node.port, client_id=self._client_id,
-                          timeout=self.timeout_ms / 1000, security=self._security)  # fmt: skip
-            self._admins[node.node_id] = admin
-        return admin
-
-    async def coordinators(self, group_ids: Collection[str]) -> dict[str, Node]:
-        """Each group's coordinator, asking again while the cluster has none yet."""
-        wanted = list(dict.fromkeys(group_ids))
-        found: dict[str, Node] = {}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_ms / 1000
-        while len(found) < len(wanted):
-            asked = [g for g in wanted if g not in found]
-            for group_id, answer in (await self._bootstrap.find_coordinators(asked)).items():
-                if isinstance(answer, Node):
-                    found[group_id] = answer
-                elif answer not in RETRY_COORDINATOR or loop.time() >= deadline:
-                    raise AdminError(answer, f"no coordinator for group {group_id!r}")
-            if len(found) < len(wanted):
-                await asyncio.sleep(0.2)
-        return found
-
-    async def group_admin(self, group_id: str) -> tuple[Node, Admin]:
-        """The coordinator of `group_id`, and the connection to it."""
-        node = (await self.coordinators([group_id]))[group_id]
-        return node, await self.admin(node)
-
-    async def list_groups(
-        self, states: Collection[str] = (), types: Collection[str] = ()
-    ) -> list[ListedGroup]:
-        """Every broker's groups (each lists those it coordinates), by group id."""
-        admins = {id(a): a for a in [await self.admin(n) for n in (await self.nodes()).values()]}
-        listed: dict[str, ListedGroup] = {}
-        for admin in admins.values() or [self._bootstrap]:
-            for group in await admin.list_groups(states, types):
-                listed[group.group_id] = group
-        return [listed[g] for g in sorted(listed)]
-
-    async def describe_groups(
-        self, group_ids: Collection[str]
-    ) -> dict[str, tuple[Node, GroupView]]:
-        """DescribeGroups at each group's coordinator, batched per coordinator; a group
-        it calls Dead that ListGroups lists as a KIP-848 "consumer" group is described by
-        ConsumerGroupDescribe instead (Kafka's admin client asks the other way round)."""
-        coordinators = await self.coordinators(group_ids)
-        by_node: dict[Node, list[str]] = {}
-        for group_id, node in coordinators.items():
-            by_node.setdefault(node, []).append(group_id)
-        described: dict[str, tuple[Node, GroupView]] = {}
-        for node, ids in by_node.items():
-            admin = await self.admin(node)
-            views = await admin.describe_groups(ids)
-            dead = {v.group_id for v in views if not v.exists}
-            if dead:
-                listed = await admin.list_groups(types=("Consumer",))
-                new = [g.group_id for g in listed if g.group_id in dead]
-                views += await admin.describe_consumer_groups(new) if new else []
-            for view in views:  # a KIP-848 group's view comes after its Dead one
-                described[view.group_id] = (node, view)
-        return described
-
-    async def delete_groups(self, group_ids: Collection[str]) -> dict[str, ErrorCode]:
-        """DeleteGroups at each group's coordinator; each group's error code, in the
-        order asked."""
-        by_node: dict[Node, list[str]] = {}
-        for group_id, node in (await self.coordinators(group_ids)).items():
-            by_node.setdefault(node, []).append(group_id)
-        codes: dict[str, ErrorCode] = {}
-        for node, ids in by_node.items():
-            codes |= await (await self.admin(node)).delete_groups(ids)
-        return {g: codes.get(g, ErrorCode.unknown_server_error) for g in dict.fromkeys(group_ids)}
-
-    async def list_offsets(self, specs: Mapping[TP, int]) -> dict[TP, int | ErrorCode]:
-        """`Admin.list_offsets` sent to each partition's leader; a partition of a topic
-        the cluster lacks, or one without a leader now, gets that error."""
-        if not specs:
-            return {}
-        topology = await self.topology({topic for topic, _ in specs})
-        out: dict[TP, int | ErrorCode] = {}
-        by_leader: dict[int, dict[TP, int]] = {}
-        for (topic, partition), timestamp in specs.items():
-            leader = topology.leaders.get(topic, {}).get(partition)
-            if topic in topology.missing:
-                out[(topic, partition)] = topology.missing[topic]
-            elif leader is None:
-                out[(topic, partition)] = ErrorCode.unknown_topic_or_partition
-            elif leader not in topology.nodes:
-                out[(topic, partition)] = ErrorCode.leader_not_available
-            else:
-                by_leader.setdefault(leader, {})[(topic, partition)] = timestamp
-        for leader, asked in by_leader.items():
-            out |= await (await self.admin(topology.nodes[leader])).list_offsets(asked)
-        return out
 
 
 # --- one-shot helpers for the CLI ----------------------------------------------------------
