@@ -102,6 +102,8 @@ class App:
     member: GroupMember | None = None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     disturbed_at: float = 0.0
+    recorded: tuple[int, frozenset[TopicPartition]] | None = None
+    """The (generation, assignment) last added to the simulation's `assigned`."""
     """Until when this member's connections or callbacks gave it reason to lose its
     place (a partition, a reset, a revocation past the rebalance timeout)."""
 
@@ -399,15 +401,19 @@ class MemberSimulation:
             return
         holders: dict[int, list[App]] = defaultdict(list)
         for app in self.apps:
+            if not app.alive or self.superseded(app):
+                continue
             member = app.member
-            stable = member is not None and member.state is MemberState.STABLE
-            if stable and app.alive and not self.superseded(app):
-                assert member is not None
-                for tp in member.assignment:
-                    self.assigned[(member.generation, tp.partition)].add(identity(app))
-            if app.alive and not self.superseded(app):
-                for p in app.working:
-                    holders[p].append(app)
+            if member is not None and member.state is MemberState.STABLE:
+                # Run after every turn of the loop: an assignment already recorded for
+                # this generation is not recorded again.
+                seen = (member.generation, member.assignment)
+                if app.recorded != seen:
+                    app.recorded = seen
+                    for tp in member.assignment:
+                        self.assigned[(member.generation, tp.partition)].add(identity(app))
+            for p in app.working:
+                holders[p].append(app)
         for p, apps in holders.items():
             if len(apps) > 1:
                 self.violate(f"partition {p} is worked on by {[a.name for a in apps]} at once")
