@@ -30,7 +30,7 @@ lint: install
 	$(BIN)/ruff format --check src tests bench tools examples
 	$(BIN)/ruff check src tests bench tools examples
 	$(BIN)/mypy
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-cache
 
 # Most tests wait on timers and processes, so more workers than cores: four on this
 # 2-core machine (TEST_WORKERS=0 runs everything in one process). The kind cluster's tests

@@ -229,11 +229,14 @@ class App:
         self.log_path = work / f"{name}.log"
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "examples/spark/clickcount.py"),
-             "--bootstrap", bootstrap, "--group", GROUP, "--topic", TOPIC,
+             "--bootstrap-server", bootstrap, "--group", GROUP, "--topic", TOPIC,
              "--source", f"files:{work / 'log'}", "--output", str(work / "out"),
              "--name", name, "--session-timeout-ms", str(session_ms), "--max-records", "500"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"},
+            # Spark's scratch space inside the demo's directory: a killed app leaves its
+            # block manager's files behind, and they go with the directory.
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1",
+                 "SPARK_LOCAL_DIRS": str(work / f"{name}-spark")},
         )  # fmt: skip
         self.reading = threading.Event()
         self.stopped = False
