@@ -27,18 +27,24 @@ def topic(coordinator: Coordinator, name: str, partitions: int) -> set[tuple[str
     return {(name, p) for p in range(partitions)}
 
 
+STATIC_SESSION_MS = 20_000
+
+
 def test_java_and_python_clients_share_a_group(
     coordinator: Coordinator, members: list[Member]
 ) -> None:
     partitions = topic(coordinator, "orders", 9)
 
-    def start(client: str, name: str, **kw: str) -> Member:
+    def start(client: str, name: str, **kw: str | int) -> Member:
         m = Member(client, coordinator.bootstrap, "mixed", ["orders"], client_id=name, **kw)  # type: ignore[arg-type]
         members.append(m)
         return m
 
     java = start("java", "java-1")
-    static_java = start("java", "java-static", instance_id="js-1")
+    # The static member's session outlasts a JVM's start on a loaded machine: its
+    # replacement must rejoin before the coordinator expires it (4 s was too short once).
+    static_java = start("java", "java-static", instance_id="js-1",
+                        session_timeout_ms=STATIC_SESSION_MS)  # fmt: skip
     kp = start("kafka-python", "kp")
     aio = start("aiokafka", "aio")
     live = [java, static_java, kp, aio]
@@ -65,7 +71,7 @@ def test_java_and_python_clients_share_a_group(
     assert before is not None
     static_java.kill()
     live.remove(static_java)
-    again = start("java", "java-static", instance_id="js-1")
+    again = start("java", "java-static", instance_id="js-1", session_timeout_ms=STATIC_SESSION_MS)
     live.append(again)
     back = again.wait_event("assigned", timeout=40)
     assert (back["generation"], back["partitions"]) == (before["generation"], before["partitions"])

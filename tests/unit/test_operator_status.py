@@ -113,7 +113,7 @@ def test_fields_that_disappear_are_removed_by_the_patch() -> None:
 
 
 def test_backoff_doubles_up_to_a_cap() -> None:
-    assert [backoff(n) for n in (1, 2, 3, 4, 10)] == [1, 2, 4, 8, 30]
+    assert [backoff(n) for n in (1, 2, 3, 4, 5, 10)] == [1, 2, 4, 8, 10, 10]
 
 
 def test_a_huge_group_is_summarised_not_written_whole() -> None:

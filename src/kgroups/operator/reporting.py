@@ -22,7 +22,9 @@ from kgroups.protocol.errors import ErrorCode
 
 ClaimIndex = kopf.Index[str, Claim]
 
-MAX_BACKOFF_S = 30.0
+MAX_BACKOFF_S = 10.0
+"""The longest wait between tries while the coordinator is away: a ConsumerGroup's status
+catches up within this long of its return (one request per group each time is cheap)."""
 
 NOT_AUTHORIZED = frozenset(
     {
@@ -34,7 +36,7 @@ NOT_AUTHORIZED = frozenset(
 
 
 def backoff(failures: int) -> float:
-    """Seconds to wait after `failures` consecutive failures: 1, 2, 4, ... up to 30."""
+    """Seconds to wait after `failures` consecutive failures: 1, 2, 4, 8, then 10."""
     return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
 
 
