@@ -33,6 +33,7 @@ import pytest
 
 from kgroups import admin
 from kgroups.spark.filelog import FileLog
+from tests.conftest import SPARK_TEST_JVM
 from tests.integration.harness import PYTHON, ROOT, Coordinator, wait_until
 
 PARTITIONS = 6
@@ -56,7 +57,8 @@ class App:
             env["KGROUPS_SPARK_KAFKA_JARS"] = kafka_jars()
         # spark-submit as from an activated virtualenv (it finds Spark through `python3`
         # on PATH); the driver's Python logs to the launcher's stdout.
-        launcher = [str(Path(PYTHON).parent / "spark-submit"), "--master", "local[2]"]
+        launcher = [str(Path(PYTHON).parent / "spark-submit"), "--master", "local[2]",
+                    "--driver-java-options", SPARK_TEST_JVM]  # fmt: skip
         if submit:
             env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
         log = self.log_path.open("wb")
