@@ -16,17 +16,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kgroups.admin import (
-    EARLIEST,
-    LATEST,
-    TP,
-    Cluster,
-    Topology,
-    error_message,
-)
+from kgroups.admin import EARLIEST, LATEST, TP, Topology, error_message
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GroupState
+
+if TYPE_CHECKING:
+    from kgroups.admin import Cluster
 
 
 class Spec(enum.Enum):

@@ -16,7 +16,7 @@ import typer
 
 from kgroups.cli import credentials, members, operator, serve, topics
 from kgroups.cli.options import PARAGRAPHS
-from kgroups.groupcli import group_app
+from kgroups.groupcli.app import group_app
 
 __all__ = ["app", "main"]
 

@@ -6,9 +6,6 @@ the Kafka protocol (`kgroups.admin.Cluster`), so they work against a Kafka clust
 `describe` adds what Kafka's tool cannot show of a classic group: its generation, its
 leader and each member's assignment. Modules: `app` (the typer commands), `parse`
 (arguments), `describe`, `reset`, `deleting` (what each verb computes and reports),
-`table` (Kafka's column layout).
+`table` (Kafka's column layout). The package itself imports nothing: the kubectl plugin
+uses `describe` and `options` without the commands and the admin clients behind them.
 """
-
-from kgroups.groupcli.app import group_app
-
-__all__ = ["group_app"]

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kgroups.admin import LATEST, TP, Cluster, Committed, GroupView, MemberView, Node
+from kgroups.admin import LATEST, TP, Committed, GroupView, MemberView, Node
 from kgroups.api.table import MISSING, Column, render
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import GroupState
+
+if TYPE_CHECKING:
+    from kgroups.admin import Cluster
 
 REBALANCING = {
     GroupState.PREPARING_REBALANCE.value,
