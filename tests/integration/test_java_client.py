@@ -106,6 +106,9 @@ def test_cooperative_sticky_java_members_rebalance_incrementally(
     members.extend(first)
     wait_until(lambda: converged(first, partitions), 60, "two cooperative members")
     kept = {m.name: set(map(tuple, m.assignment["partitions"])) for m in first}  # type: ignore[index]
+    # What each had revoked before the newcomer is not this rebalance's: on a loaded
+    # machine one member may form the group alone and hand half to the other.
+    seen = {m.name: len(m.events) for m in first}
     newcomer = Member("java", coordinator.bootstrap, "coop", ["events"], client_id="c2",
                       strategy="cooperative-sticky", session_timeout_ms=COOP_SESSION_MS)  # fmt: skip
     members.append(newcomer)
@@ -116,6 +119,6 @@ def test_cooperative_sticky_java_members_rebalance_incrementally(
         now = set(map(tuple, m.assignment["partitions"]))  # type: ignore[index]
         assert len(now & kept[m.name]) >= len(now) - 1
         # ...and revoked only what moved, never its whole assignment (not eager).
-        revoked = [e["partitions"] for e in m.events if e["event"] == "revoked"]
+        revoked = [e["partitions"] for e in m.events[seen[m.name] :] if e["event"] == "revoked"]
         assert all(len(r) < len(kept[m.name]) for r in revoked)
     assert len(newcomer.assignment["partitions"]) >= 2  # type: ignore[index]
