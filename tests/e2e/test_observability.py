@@ -209,8 +209,10 @@ def test_every_metric_panel_and_rule_has_data_on_a_real_prometheus(
     b.proc.send_signal(signal.SIGSTOP)  # frozen past its session timeout...
     d = sidecar("d")  # ...while d joins: the join phase waits for b until its session ends
     wait_until(lambda: prom.query(f'kgroups_group_state{{group="{GROUP}", '
-                                  'state="PreparingRebalance"} == 1'), 20,
+                                  'state="PreparingRebalance"} == 1'), 60,
                "Prometheus to see the group rebalancing", poll=0.2)  # fmt: skip
+    # (60 s: d's process starts first, which took over 20 s once on a loaded machine; the
+    # state then holds until b's session ends, longer than a scrape interval.)
     wait_until(lambda: stable(2), 30, "b expelled while frozen, d in", poll=0.5)
     b.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: stable(3), 30, "b back after thawing", poll=0.5)
