@@ -72,8 +72,7 @@ class OrderedWriter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-store")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.queue: list[Effects] = []
-        """Effects waiting for the write in progress (read on the hot path: a heartbeat
-        is answered directly only while this is empty and nothing is being written)."""
+        """Effects waiting for the write in progress."""
         self.writing = False
         self.halted = False
         """Set when the coordinator stops serving: nothing more is answered."""
@@ -102,7 +101,7 @@ class OrderedWriter:
         if not effects.records:
             if not effects.replies:
                 return
-            if not self.queue and not self.writing:
+            if self.idle:
                 self._deliver(effects.replies)
                 return
         self.queue.append(effects)

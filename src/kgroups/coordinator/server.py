@@ -481,8 +481,7 @@ class CoordinatorServer:
                 conn.call_later(wait, lambda: self._gate.authorize_and_handle(incoming))
                 return
         if self._gate.authorizer is None:
-            w = self._writer
-            if type(body) is HeartbeatRequest and not (w.queue or w.writing or self._debug):
+            if type(body) is HeartbeatRequest and self._writer.idle and not self._debug:
                 self._heartbeat(conn, version, correlation_id, body, received, now_ms)
                 return
             self._handle(conn, key, version, correlation_id, request.client_id, body, received,
@@ -548,8 +547,7 @@ class CoordinatorServer:
             and replies[0].ref == ref
             and not effects.records
             and not effects.observations
-            and not writer.queue
-            and not writer.writing
+            and writer.idle
         ):  # answered at once, nothing to write first (a heartbeat): no bookkeeping
             writer.answer(pending, replies[0])
         else:
