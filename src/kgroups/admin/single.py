@@ -57,7 +57,12 @@ from kgroups.admin.views import (
     raise_for,
 )
 from kgroups.protocol.build import build
-from kgroups.protocol.client import CoordinatorUnavailable, ReconnectingConnection, fixed
+from kgroups.protocol.client import (
+    Connector,
+    CoordinatorUnavailable,
+    ReconnectingConnection,
+    fixed,
+)
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.extensions import DescribeGroupsResponseV5
 from kgroups.protocol.groups import NO_GENERATION, GroupState
@@ -77,13 +82,15 @@ class Admin:
         client_id: str = "kgroups-admin",
         timeout: float = TIMEOUT_MS / 1000 + 5,
         security: ClientSecurity | None = None,
+        connect: Connector | None = None,
     ) -> None:
-        """`security`: TLS and SASL settings for a secured coordinator."""
+        """`security`: TLS and SASL settings for a secured coordinator; `connect` opens
+        its connections instead (a test's network)."""
         self.host, self.port = host, port
         security = self.security = security or ClientSecurity()
         self._conn = ReconnectingConnection(
             fixed(host, port), client_id=client_id, timeout=timeout,
-            connect=security.connector(), authenticate=security.authenticator(),
+            connect=connect or security.connector(), authenticate=security.authenticator(),
         )  # fmt: skip
 
     async def __aenter__(self) -> Admin:

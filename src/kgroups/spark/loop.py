@@ -1,28 +1,33 @@
 """The Spark member's loop, on the member's own event loop: one batch at a time, exactly once.
 
 `BatchLoop` is the whole decision-making of a Spark application in a group, and it
-knows nothing of Spark: the source, the user's `process` function and the outbox are
-plain blocking calls that the loop hands to `blocking` (threads in production, so the
-member keeps heartbeating while Spark works; in the tests, virtual time). Each turn:
+knows nothing of Spark: the source, the user's `transform` and the sink are plain
+blocking calls that the loop hands to `blocking` (threads in production, so the member
+keeps heartbeating while Spark works; in the tests, virtual time). Each turn:
 
 1. take the member's generation and assignment (only while it is stable);
-2. on a new generation, read the group's committed offsets for the assignment, roll
-   forward each partition's committed-but-unpublished batch and sweep what its earlier
-   owners staged but never got committed (`publish.Outbox.roll_forward`), and set each
-   position from the committed offset (Kafka's auto.offset.reset when there is none or
-   it is out of range, `plan.start_offset`);
-3. plan one batch per partition with new records (`plan.next_batches`), read their
-   ranges as one DataFrame, and run the user's `process(frame, batches)`, which returns
-   each partition's output (JSON);
-4. stage the outputs, commit every batch's end offset pinned to the generation the batch
-   was planned in, with metadata naming the staged output (the decision), then publish.
+2. on a new generation, read the group's committed offsets for the assignment and finish
+   what their metadata says is unfinished (`_recover`): a staging sink publishes the
+   committed-but-unpublished batch and sweeps what was staged and never committed; an
+   idempotent sink writes again every batch whose plan is committed there (the whole
+   batch, even partitions now owned by others: the sink keeps one copy) and commits its
+   end. Each position then comes from the committed offset (Kafka's auto.offset.reset
+   when there is none or it is out of range, `plan.start_offset`);
+3. plan one `MicroBatch` of the owned partitions with new records (`plan.next_batch`),
+   read its ranges as one DataFrame and hand it to the user's `transform(df, batch)`;
+4. deliver the result by the sink's protocol (see `sinks`): stage, commit the end
+   offsets (the decision), publish; or commit the plan at the start offsets (the
+   decision), write, commit the end offsets. Every commit is pinned to the generation the
+   batch was planned in.
 
 The commit is the only fence: the loop never decides by itself that its work still
 counts. A member that slept through its session (a frozen process) wakes with its batch
-done, stages it and commits: the commit is refused, the loop discards what it staged
-and reads again from what the group committed. When the outcome of a commit is unknown
-(the coordinator went away before answering), the staged output stays: if the commit
-was accepted its metadata names it, and the next turn (or the next owner) publishes it.
+done and commits: the commit is refused, and the loop drops the batch and reads again
+from what the group committed. When a commit's outcome is unknown (the coordinator went
+away before answering), nothing is assumed either way: the next turn reads the committed
+metadata again and finishes what it names. A commit refused for a reason that retrying
+cannot cure (not authorized, an unknown topic, metadata too large) ends the loop with
+`PipelineError` saying why; unknown outcomes are retried, backing off up to `MAX_BACKOFF`.
 
 What it does is measured (`metrics.SparkMetrics`, in the member's registry): records and
 micro-batches completed, each micro-batch's duration on the member's clock, and the lag
@@ -41,13 +46,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 from prometheus_client import CollectorRegistry
 
 from kgroups.client import (
+    CommitError,
     CommitFailedError,
     CoordinatorUnavailable,
     GroupMember,
@@ -57,37 +64,78 @@ from kgroups.client import (
     RebalanceInProgressError,
     TopicPartition,
 )
+from kgroups.protocol.addresses import parse_host_port
+from kgroups.protocol.errors import ErrorCode
+from kgroups.spark.batches import MicroBatch, decode
+from kgroups.spark.growth import INTERVAL_S, AdminSession, TopicAdmin, TopicGrowth
 from kgroups.spark.metrics import LoopStats, SparkMetrics
-from kgroups.spark.plan import Reset, next_batches, start_offset
-from kgroups.spark.publish import Batch, Outbox
-from kgroups.spark.sources import Source
+from kgroups.spark.plan import Reset, next_batch, reset_time, start_offset
+from kgroups.spark.sinks import IdempotentSink, OutboxSink, Process, Sink, StagedSink
+from kgroups.spark.sources import Partitioned, Source, Timed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-Process = Callable[[Any, Sequence[Batch]], Mapping[int, Any]]
-"""(the batch's DataFrame, its batches) -> partition -> that partition's output."""
+Transform = Callable[[Any, MicroBatch], Any]
+"""(the batch's DataFrame, the batch) -> the DataFrame to write."""
 
 Blocking = Callable[[Callable[[], Any]], Awaitable[Any]]
 """Runs a blocking call away from the event loop (`asyncio.to_thread`)."""
 
+Outcome = Literal["accepted", "refused", "unknown"]
+
+MAX_BACKOFF = 10.0
+"""The longest wait before trying again after commits of unknown outcome."""
+
+RETRIABLE = frozenset({
+    ErrorCode.request_timed_out, ErrorCode.unknown_server_error,
+    ErrorCode.coordinator_load_in_progress, ErrorCode.network_exception,
+})  # fmt: skip
+"""Commit errors that say nothing of whether the commit happened."""
+
+
+class PipelineError(RuntimeError):
+    """The group refused a commit for a reason retrying cannot cure."""
+
 
 @dataclass
 class Progress:
-    """What one turn of the loop did."""
+    """What one turn of the loop did: batches delivered (visible in the sink and
+    committed) and dropped (to be read again, or finished by whoever owns them next)."""
 
     generation: int
-    published: list[Batch]
-    dropped: list[Batch]
+    published: list[MicroBatch] = field(default_factory=list)
+    dropped: list[MicroBatch] = field(default_factory=list)
 
 
 async def _in_thread(call: Callable[[], T]) -> T:
     return await asyncio.to_thread(call)
 
 
+def _identity(frame: Any, batch: MicroBatch) -> Any:
+    return frame
+
+
+def admin_session(bootstrap: str, security: Any = None, connect: Any = None) -> AdminSession:
+    """Runs a function with a `kgroups.admin.Admin` on the first bootstrap address (with
+    the member's security and, in tests, its network)."""
+    host, port = parse_host_port(bootstrap.split(",", maxsplit=1)[0].strip(), default_port=9092)
+
+    async def session(use: Callable[[TopicAdmin], Awaitable[None]]) -> None:
+        from kgroups.admin import Admin
+
+        async with Admin(host, port, security=security, connect=connect) as admin:
+            await use(admin)
+
+    return session
+
+
 class BatchLoop:
-    """See the module docstring. `member_options` go to `GroupMember`; `registry` (default
-    prometheus_client's) receives the member's metrics and the loop's."""
+    """See the module docstring. Give `transform` and `sink` (a `sinks.StagedSink` or
+    `sinks.IdempotentSink`), or the JSON outbox's `process` and `output`.
+    `app_id`: the prefix of idempotent writes' app ids (default "kgroups/<group>").
+    `member_options` go to `GroupMember`; `registry` (default prometheus_client's)
+    receives the member's metrics and the loop's."""
 
     def __init__(
         self,
@@ -96,24 +144,42 @@ class BatchLoop:
         group: str,
         topic: str,
         source: Source,
-        process: Process,
-        output: str,
+        sink: Sink | None = None,
+        transform: Transform = _identity,
+        process: Process | None = None,
+        output: str | None = None,
         name: str = "spark",
+        app_id: str | None = None,
         auto_offset_reset: Reset = "earliest",
         max_records: int = 10_000,
+        max_metadata_bytes: int = 4_096,
         poll_interval: float = 0.5,
+        partition_check_interval: float = INTERVAL_S,
+        admin: AdminSession | None = None,
         cancel: Callable[[], None] = lambda: None,
         blocking: Blocking = _in_thread,
         registry: CollectorRegistry | None = None,
         **member_options: Any,
     ) -> None:
+        if process is not None and output is not None and sink is None:
+            sink = OutboxSink(output, process)
+        if sink is None or (process is not None and not isinstance(sink, OutboxSink)):
+            raise TypeError("give transform= and sink=, or the outbox's process= and output=")
+        if not isinstance(sink, StagedSink | IdempotentSink):
+            raise TypeError(f"{type(sink).__name__} is neither a staged nor an idempotent sink")
         self.topic = topic
         self.source = source
-        self.process = process
-        self.outbox = Outbox(output)
+        self.sink = sink
+        self.transform = transform
         self.name = name
+        self.app = app_id or f"kgroups/{group}"
+        # A bad reset is a ValueError now, not when the first partition without an offset comes.
+        if reset_time(auto_offset_reset, 0) is not None and not isinstance(source, Timed):
+            raise ValueError(f"auto_offset_reset {auto_offset_reset!r}: the source has no "
+                             "record timestamps")  # fmt: skip
         self.reset: Reset = auto_offset_reset
         self.max_records = max_records
+        self.max_metadata_bytes = max_metadata_bytes
         self.poll_interval = poll_interval
         self.cancel = cancel
         self.blocking = blocking
@@ -122,6 +188,12 @@ class BatchLoop:
             **member_options,
         )  # fmt: skip
         self.stats = LoopStats(SparkMetrics.of(registry), group, topic)
+        self.growth = None
+        if isinstance(source, Partitioned):
+            session = admin or admin_session(
+                bootstrap, member_options.get("security"), member_options.get("connect")
+            )
+            self.growth = TopicGrowth(topic, session, interval=partition_check_interval)
         self.generation: int | None = None
         """The generation `positions` belong to (None: read committed offsets again)."""
         self.positions: dict[int, int] = {}
@@ -129,6 +201,10 @@ class BatchLoop:
         self._idle = asyncio.Event()
         self._idle.set()
         self._lost = False
+        self._unknown = 0
+        """Turns in a row whose commit outcome was unknown (the back-off grows with it)."""
+        self._checked: set[str] = set()
+        """App ids known to hold nothing above this member's next version."""
 
     # -- the member's rebalance listener ---------------------------------------------------
 
@@ -155,15 +231,18 @@ class BatchLoop:
         """Turn the loop until `stop()` (or the member fails, which raises)."""
         while not self.stopping.is_set():
             progress = await self.run_once()
+            wait = self.poll_interval
             if progress is None:  # no generation: go on the moment one forms
                 with contextlib.suppress(TimeoutError, MemberError):
                     await self.member.wait_stable(timeout=self.poll_interval)
                 if self.member.state is MemberState.STABLE or self.member.error is not None:
                     continue
+            elif self._unknown:
+                wait = min(self.poll_interval * 2 ** min(self._unknown, 10), MAX_BACKOFF)
             elif progress.published or progress.dropped:
                 continue
             with contextlib.suppress(TimeoutError):  # nothing new to read (or closing)
-                await asyncio.wait_for(self.stopping.wait(), self.poll_interval)
+                await asyncio.wait_for(self.stopping.wait(), wait)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -187,108 +266,232 @@ class BatchLoop:
             self._idle.set()
 
     async def _turn(self, generation: int, owned: frozenset[TopicPartition]) -> Progress:
-        mine = sorted(tp.partition for tp in owned if tp.topic == self.topic)
+        await self._check_partitions()
+        known = self.growth.source_count if self.growth else None
+        mine = sorted(tp.partition for tp in owned if tp.topic == self.topic
+                      and (known is None or tp.partition < known))  # fmt: skip
         if generation != self.generation:
             try:
-                await self._new_generation(generation, mine)
+                await self._recover(generation, mine)
             except (CoordinatorUnavailable, RebalanceInProgressError) as exc:
                 log.warning("%s: cannot read where to start yet: %s", self.name, exc)
-                return Progress(generation, [], [])  # nothing done: try again shortly
+                return Progress(generation)  # nothing done: try again shortly
+            if self.generation != generation:
+                return Progress(generation)
         started = asyncio.get_running_loop().time()
         held = await self.blocking(lambda: self.source.offsets(self.topic, mine))
         ends = {p: end for p, (_, end) in held.items()}
         self._report_lag(ends)
-        batches = next_batches(
-            self.topic, generation, self.name,
-            {p: self.positions[p] for p in mine}, ends, self.max_records,
+        batch = next_batch(
+            self.topic, generation, self.name, {p: self.positions[p] for p in mine}, ends,
+            self.max_records, app=self.app, max_metadata_bytes=self.max_metadata_bytes,
         )  # fmt: skip
-        if not batches:
-            return Progress(generation, [], [])
-        log.info("%s: generation %d: batch %s", self.name, generation,
-                 [(b.partition, b.start, b.end) for b in batches])  # fmt: skip
-        ranges = {b.partition: (b.start, b.end) for b in batches}
-        try:
-            outputs = await self.blocking(
-                lambda: self.process(self.source.read(self.topic, ranges), batches)
-            )
-        except Exception:
-            if not self._lost:
-                raise
-            return self._drop(batches, "the partitions were lost: the batch was cancelled")
-        progress = await self._commit(generation, batches, outputs, ends)
+        if batch is None:
+            return Progress(generation)
+        log.info("%s: generation %d: batch %s %s", self.name, generation, batch.id,
+                 list(batch.ranges))  # fmt: skip
+        if isinstance(self.sink, IdempotentSink):
+            progress = await self._plan_write_commit(self.sink, batch, ends)
+        else:
+            progress = await self._stage_commit_publish(self.sink, batch, ends)
         if progress.published:
+            self._unknown = 0
             self._report_lag(ends)
-            self.stats.completed(sum(b.end - b.start for b in batches),
-                                 asyncio.get_running_loop().time() - started)  # fmt: skip
+            self.stats.completed(batch.records, asyncio.get_running_loop().time() - started)
         return progress
+
+    async def _check_partitions(self) -> None:
+        """Every so often: is the source's topic larger than the coordinator's?"""
+        growth, source = self.growth, self.source
+        now = asyncio.get_running_loop().time()
+        if growth is None or not growth.due(now) or not isinstance(source, Partitioned):
+            return
+        count = await self.blocking(lambda: source.partitions(self.topic))
+        if await growth.check(count, now):
+            self.member.request_rejoin(f"topic {self.topic} grew to {count} partitions")
 
     def _report_lag(self, ends: Mapping[int, int]) -> None:
         """The source's ends less where the member is (its committed offsets)."""
         self.stats.lag(sum(max(end - self.positions.get(p, end), 0) for p, end in ends.items()))
 
-    async def _new_generation(self, generation: int, partitions: list[int]) -> None:
-        tps = [TopicPartition(self.topic, p) for p in partitions]
-        committed = await self.member.committed(tps)
-        metadata = {tp.partition: (r.metadata if r else None) for tp, r in committed.items()}
+    def _frame(self, batch: MicroBatch) -> Any:
+        """The batch's records as the user's transform makes them (Spark is lazy: the
+        sink's write runs it, in the executors)."""
+        return self.transform(self.source.read(self.topic, batch.offsets), batch)
 
-        def roll_forward() -> dict[int, tuple[int, int]]:
-            for p in partitions:
-                self.outbox.roll_forward(self.topic, p, metadata.get(p))
-            return self.source.offsets(self.topic, partitions)
+    # -- the two protocols -------------------------------------------------------------------
 
-        held = await self.blocking(roll_forward)
-        positions = {}
-        for tp in tps:
-            record = committed.get(tp)
-            earliest, end = held[tp.partition]
-            positions[tp.partition] = start_offset(
-                record.offset if record else None, earliest, end, self.reset, where=str(tp)
+    async def _stage_commit_publish(
+        self, sink: StagedSink, batch: MicroBatch, ends: Mapping[int, int]
+    ) -> Progress:
+        try:
+            metadata = await self.blocking(lambda: sink.stage(batch, self._frame(batch)))
+        except Exception:
+            if not self._lost:
+                raise
+            await self.blocking(lambda: sink.discard(batch))
+            return self._drop(batch, "the partitions were lost: the batch was cancelled")
+        offsets = {p: OffsetAndMetadata(e, metadata[p]) for p, _, e in batch.ranges}
+        outcome = await self._commit(batch, offsets, ends)
+        if outcome == "refused":
+            await self.blocking(lambda: sink.discard(batch))
+            return self._drop(batch, "commit refused")
+        if outcome == "unknown":  # maybe accepted: what is staged stays for whoever reads next
+            return self._drop(batch, "commit outcome unknown")
+        await self.blocking(lambda: sink.publish(batch, metadata))
+        self._advance(batch)
+        return Progress(batch.generation, [batch])
+
+    async def _plan_write_commit(
+        self, sink: IdempotentSink, batch: MicroBatch, ends: Mapping[int, int]
+    ) -> Progress:
+        if batch.app_id not in self._checked:
+            await self._check_new_app_id(sink, batch)
+        plan = batch.encode("plan")
+        offsets = {p: OffsetAndMetadata(s, plan) for p, s, _ in batch.ranges}
+        outcome = await self._commit(batch, offsets, ends)
+        if outcome != "accepted":  # refused: never written; unknown: the next turn looks
+            return self._drop(batch, f"plan commit {outcome}")
+        if not await self._write(sink, batch):
+            return self._drop(batch, "the partitions were lost: the write was cancelled")
+        done = batch.encode("done")
+        offsets = {p: OffsetAndMetadata(e, done) for p, _, e in batch.ranges}
+        outcome = await self._commit(batch, offsets, ends)
+        if outcome != "accepted":  # written: whoever finds the plan writes it again, skipped
+            self.generation = None
+            log.warning("%s: batch %s written, its end commit %s", self.name, batch.id, outcome)
+            return Progress(batch.generation, [batch])
+        self._advance(batch)
+        return Progress(batch.generation, [batch])
+
+    async def _write(self, sink: IdempotentSink, batch: MicroBatch) -> bool:
+        """Write the batch; False if it failed because the partitions were lost (a failure
+        otherwise is the application's, and raises)."""
+        try:
+            await self.blocking(lambda: sink.write(batch, self._frame(batch)))
+        except Exception:
+            if not self._lost:
+                raise
+            return False
+        return True
+
+    async def _check_new_app_id(self, sink: IdempotentSink, batch: MicroBatch) -> None:
+        """A sink holding a version at or above a new batch's would skip it silently: that
+        happens only when the app ids were used before by a group of the same id (the
+        group was deleted and made again), so say so instead of losing the batch."""
+        written = await self.blocking(lambda: sink.written(batch.app_id))
+        if written is not None and written >= batch.version:
+            raise PipelineError(
+                f"the sink already holds version {written} of app id {batch.app_id!r}, so "
+                f"batch {batch.id} (version {batch.version}) would be skipped: was the group "
+                "deleted and made again? Give the pipeline a new app_id"
             )
-        self.positions, self.generation = positions, generation
-        log.info("%s: generation %d: reading %s from %s", self.name, generation,
-                 self.topic, positions)  # fmt: skip
+        self._checked.add(batch.app_id)
+
+    def _advance(self, batch: MicroBatch) -> None:
+        for p, _, end in batch.ranges:
+            self.positions[p] = end
 
     async def _commit(
         self,
-        generation: int,
-        batches: list[Batch],
-        outputs: Mapping[int, Any],
-        ends: Mapping[int, int],
-    ) -> Progress:
-        staged = await self.blocking(
-            lambda: {b: self.outbox.stage(b, outputs.get(b.partition, {})) for b in batches}
-        )
-        offsets = {
-            TopicPartition(self.topic, b.partition): OffsetAndMetadata(b.end, metadata)
-            for b, metadata in staged.items()
-        }
+        batch: MicroBatch,
+        offsets: Mapping[int, OffsetAndMetadata],
+        ends: Mapping[int, int] | None = None,
+        *,
+        generation: int | None = None,
+    ) -> Outcome:
+        """Commit pinned to `generation` (default: the batch's); raises `PipelineError`
+        for a refusal that retrying cannot cure."""
+        tps = {TopicPartition(self.topic, p): o for p, o in offsets.items()}
         # The source's end goes with the commit: Kafka's tools then show the true lag.
-        log_ends = {TopicPartition(self.topic, p): end for p, end in ends.items()}
+        log_ends = {TopicPartition(self.topic, p): e for p, e in (ends or {}).items()}
         try:
-            await self.member.commit(offsets, generation=generation, log_ends=log_ends)
+            await self.member.commit(
+                tps, generation=batch.generation if generation is None else generation,
+                log_ends=log_ends,
+            )  # fmt: skip
         except (CommitFailedError, RebalanceInProgressError) as exc:
-
-            def discard() -> None:
-                for b in batches:
-                    self.outbox.discard(b)
-
-            await self.blocking(discard)
-            return self._drop(batches, f"commit refused: {exc}")
+            log.warning("%s: batch %s: commit refused: %s", self.name, batch.id, exc)
+            return "refused"
+        except CommitError as exc:
+            if set(exc.errors.values()) <= RETRIABLE:
+                return self._unknown_outcome(batch, exc)
+            raise PipelineError(f"{self.name}: batch {batch.id}: {exc}") from exc
         except (CoordinatorUnavailable, MemberError) as exc:
-            # Maybe accepted: the staged output stays for whoever reads the commit next.
-            return self._drop(batches, f"commit outcome unknown: {exc}")
+            return self._unknown_outcome(batch, exc)
+        return "accepted"
 
-        def publish() -> None:
-            for metadata in staged.values():
-                self.outbox.publish(metadata)
+    def _unknown_outcome(self, batch: MicroBatch, exc: Exception) -> Outcome:
+        self._unknown += 1
+        log.warning("%s: batch %s: commit outcome unknown: %s", self.name, batch.id, exc)
+        return "unknown"
 
-        await self.blocking(publish)
-        for b in batches:
-            self.positions[b.partition] = b.end
-        return Progress(generation, batches, [])
-
-    def _drop(self, batches: list[Batch], why: str) -> Progress:
-        log.warning("%s: dropping %s: %s", self.name,
-                    [(b.partition, b.start, b.end) for b in batches], why)  # fmt: skip
+    def _drop(self, batch: MicroBatch, why: str) -> Progress:
+        log.warning("%s: dropping %s: %s", self.name, batch.id, why)
         self.generation = None  # read what the group committed before going on
-        return Progress(batches[0].generation, [], batches)
+        return Progress(batch.generation, [], [batch])
+
+    # -- a new generation ----------------------------------------------------------------------
+
+    async def _by_time(
+        self, partitions: list[int], offsets: Mapping[int, int | None],
+        held: Mapping[int, tuple[int, int]],
+    ) -> dict[int, int | None]:  # fmt: skip
+        """For a reset by time: the first offset at or after it, for each partition whose
+        committed offset is missing or out of range."""
+        at, source = reset_time(self.reset, int(time.time() * 1000)), self.source
+        if at is None or not isinstance(source, Timed):
+            return {}
+        need = [p for p in partitions
+                if (o := offsets.get(p)) is None or not held[p][0] <= o <= held[p][1]]  # fmt: skip
+        if not need:
+            return {}
+        return dict(await self.blocking(lambda: source.offsets_for_time(self.topic, need, at)))
+
+    async def _recover(self, generation: int, partitions: list[int]) -> None:
+        """Finish what the committed metadata of `partitions` names, then set positions.
+        Leaves `self.generation` unset if a commit of it was not accepted."""
+        tps = [TopicPartition(self.topic, p) for p in partitions]
+        committed = await self.member.committed(tps)
+        offsets = {tp.partition: (r.offset if r else None) for tp, r in committed.items()}
+        metadata = {tp.partition: (r.metadata if r else None) for tp, r in committed.items()}
+        sink = self.sink
+        if isinstance(sink, IdempotentSink):
+            planned: dict[str, MicroBatch] = {}
+            for p in partitions:
+                record = decode(metadata.get(p))
+                if record is None or record.kind != "plan" or p not in record.batch.offsets:
+                    continue
+                if offsets[p] == record.batch.offsets[p][0]:  # planned, end not committed
+                    planned[record.batch.id] = record.batch
+            for batch in sorted(planned.values(), key=lambda b: (b.generation, b.lane)):
+                mine = [p for p in batch.partitions if p in offsets]
+                log.info("%s: generation %d: writing planned batch %s again (%s's)",
+                         self.name, generation, batch.id, batch.member)  # fmt: skip
+                if not await self._write(sink, batch):
+                    return
+                done = batch.encode("done")
+                ends = {p: OffsetAndMetadata(batch.offsets[p][1], done) for p in mine}
+                if await self._commit(batch, ends, generation=generation) != "accepted":
+                    return
+                offsets.update((p, batch.offsets[p][1]) for p in mine)
+        else:
+            staged: StagedSink = sink
+
+            def roll_forward() -> None:
+                for p in partitions:
+                    staged.recover(self.topic, p, metadata.get(p))
+
+            await self.blocking(roll_forward)
+        held = await self.blocking(lambda: self.source.offsets(self.topic, partitions))
+        found = await self._by_time(partitions, offsets, held)
+        positions = {}
+        for p in partitions:
+            earliest, end = held[p]
+            positions[p] = start_offset(
+                offsets.get(p), earliest, end, self.reset, where=f"{self.topic}-{p}",
+                found=found.get(p),
+            )  # fmt: skip
+        self.positions, self.generation = positions, generation
+        log.info("%s: generation %d: reading %s from %s", self.name, generation,
+                 self.topic, positions)  # fmt: skip

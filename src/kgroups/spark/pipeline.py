@@ -24,9 +24,10 @@ from prometheus_client import REGISTRY, start_http_server
 from kgroups.client import GroupMember
 from kgroups.client.sync import LoopThread
 from kgroups.protocol.addresses import parse_host_port
-from kgroups.spark.loop import BatchLoop, Process, Progress
+from kgroups.spark.loop import BatchLoop, PipelineError, Progress, Transform
+from kgroups.spark.sinks import Process
 
-__all__ = ["Pipeline", "Process", "Progress"]
+__all__ = ["Pipeline", "PipelineError", "Process", "Progress", "Transform"]
 
 
 def _address(value: str | tuple[str, int]) -> tuple[str, int]:

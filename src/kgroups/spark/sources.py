@@ -2,8 +2,10 @@
 
 A source answers two questions for the pipeline loop: which offsets a partition holds
 now (`offsets`: earliest and end, Kafka's ListOffsets) and the records of a set of
-offset ranges as a Spark DataFrame (`read`), with the columns `partition` (int),
-`offset` (long) and `value` (string: the record as JSON text). Reading is Spark's work,
+offset ranges as a Spark DataFrame (`read`), with at least the columns `partition`
+(int), `offset` (long) and `value` (string: the record's text; Kafka's adds `topic`,
+`key`, `timestamp` and `headers`). A source may also know its topics' partition counts
+(`Partitioned`) and find offsets by time (`Timed`). Reading is Spark's work,
 in its executors: the file log through a Python data source whose input partitions are
 the ranges (split into chunks so that a big range reads in parallel, each starting at the
 byte position the driver looked up, so an executor reads only its chunk); Kafka through
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kgroups.spark.filelog import FileLog
 
@@ -35,6 +37,23 @@ class Source(Protocol):
         ...
 
     def read(self, topic: str, ranges: Ranges) -> DataFrame: ...
+
+
+@runtime_checkable
+class Partitioned(Protocol):
+    """A source that knows its topics' partition counts (the pipeline then keeps the
+    group's topic on the coordinator as large)."""
+
+    def partitions(self, topic: str) -> int | None: ...
+
+
+@runtime_checkable
+class Timed(Protocol):
+    """A source whose records carry timestamps (a start by time is possible)."""
+
+    def offsets_for_time(
+        self, topic: str, partitions: Sequence[int], timestamp_ms: int
+    ) -> dict[int, int | None]: ...
 
 
 class FileLogSource:
@@ -65,24 +84,85 @@ class FileLogSource:
 
 
 class KafkaSource:
-    """A Kafka topic, read with Spark's Kafka source (spark-sql-kafka-0-10)."""
+    """A Kafka topic, read with Spark's Kafka source (spark-sql-kafka-0-10).
 
-    def __init__(self, spark: SparkSession, bootstrap: str) -> None:
+    `options` are Kafka client properties by their Java names (`security.protocol`,
+    `sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.location`, ...), as a Spark user
+    gives them to Spark's Kafka source without the `kafka.` prefix. Spark's reads get them
+    (as `kafka.<name>`), and so do the offset and partition lookups, which run in the
+    driver's JVM with the same Kafka consumer class as Spark's: one configuration, one
+    client, whatever the cluster's security (TLS, SASL PLAIN/SCRAM/OAUTHBEARER/GSSAPI).
+
+    The DataFrame has Spark's Kafka columns with the key and value as UTF-8 text:
+    `topic, partition, offset, key, value, timestamp, headers`.
+    """
+
+    COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp", "headers")
+    TIMEOUT_S = 60
+
+    def __init__(
+        self, spark: SparkSession, bootstrap: str, *, options: Mapping[str, str] | None = None
+    ) -> None:
         self.spark = spark
         self.bootstrap = bootstrap
+        self.options = {k.removeprefix("kafka."): v for k, v in (options or {}).items()}
         self._consumer: Any = None
-        """For ListOffsets, asked every batch: one connection for the source's life."""
+        """For the lookups, asked every batch: one consumer for the source's life."""
+
+    def _jvm(self) -> Any:
+        return self.spark.sparkContext._jvm
+
+    def consumer(self) -> Any:
+        if self._consumer is None:
+            jvm = self._jvm()
+            props = jvm.java.util.Properties()
+            raw = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
+            settings = {
+                "key.deserializer": raw, "value.deserializer": raw,
+                "enable.auto.commit": "false", "client.id": "kgroups-spark-lookups",
+                **self.options, "bootstrap.servers": self.bootstrap,
+            }  # fmt: skip
+            for key, value in settings.items():
+                props.setProperty(key, value)
+            self._consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+        return self._consumer
+
+    def _tps(self, topic: str, partitions: Sequence[int]) -> Any:
+        jvm = self._jvm()
+        tps = jvm.java.util.ArrayList()
+        for p in partitions:
+            tps.add(jvm.org.apache.kafka.common.TopicPartition(topic, p))
+        return tps
+
+    def _timeout(self) -> Any:
+        return self._jvm().java.time.Duration.ofSeconds(self.TIMEOUT_S)
 
     def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
-        from kafka import KafkaConsumer, TopicPartition
+        consumer, tps = self.consumer(), self._tps(topic, partitions)
+        first = consumer.beginningOffsets(tps, self._timeout())
+        last = consumer.endOffsets(tps, self._timeout())
+        return {tp.partition(): (int(first.get(tp)), int(last.get(tp))) for tp in tps}
 
-        if self._consumer is None:
-            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap,
-                                           enable_auto_commit=False)  # fmt: skip
-        tps = [TopicPartition(topic, p) for p in partitions]
-        first = self._consumer.beginning_offsets(tps)
-        last = self._consumer.end_offsets(tps)
-        return {tp.partition: (int(first[tp]), int(last[tp])) for tp in tps}
+    def partitions(self, topic: str) -> int | None:
+        """The topic's partition count (None: no such topic)."""
+        found = self.consumer().partitionsFor(topic, self._timeout())
+        return int(found.size()) if found is not None and found.size() else None
+
+    def offsets_for_time(
+        self, topic: str, partitions: Sequence[int], timestamp_ms: int
+    ) -> dict[int, int | None]:
+        """The first offset of each partition whose record's timestamp is at or after
+        `timestamp_ms` (None: no such record yet), Kafka's offsetsForTimes."""
+        jvm = self._jvm()
+        query = jvm.java.util.HashMap()
+        for tp in self._tps(topic, partitions):
+            query.put(tp, jvm.java.lang.Long(timestamp_ms))
+        found = self.consumer().offsetsForTimes(query, self._timeout())
+        result: dict[int, int | None] = {}
+        for tp in query.keySet():
+            hit = found.get(tp)
+            result[tp.partition()] = None if hit is None else int(hit.offset())
+        return result
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -94,19 +174,26 @@ class KafkaSource:
 
         start = {topic: {str(p): r[0] for p, r in ranges.items()}}
         end = {topic: {str(p): r[1] for p, r in ranges.items()}}
+        reader = self.spark.read.format("kafka")
+        for key, value in self.options.items():
+            reader = reader.option(f"kafka.{key}", value)
         frame = (
-            self.spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", self.bootstrap)
+            reader.option("kafka.bootstrap.servers", self.bootstrap)
             .option("assign", json.dumps({topic: sorted(ranges)}))
             .option("startingOffsets", json.dumps(start))
             .option("endingOffsets", json.dumps(end))
+            .option("includeHeaders", "true")
             .option("failOnDataLoss", "true")
             .load()
         )
         return frame.select(
+            f.col("topic"),
             f.col("partition").cast("int"),
             f.col("offset"),
+            f.col("key").cast("string"),
             f.col("value").cast("string"),
+            f.col("timestamp"),
+            f.col("headers"),
         )
 
 

@@ -1,0 +1,328 @@
+"""The plan, write, commit protocol of idempotent sinks (Delta Lake), on virtual time.
+
+The world is test_loop.py's (a real coordinator and real members, simulated time,
+network and Spark); the sink is `Table`, which keeps Delta's rule for `txnAppId` /
+`txnVersion` (a write whose version is not above the latest for its app id is skipped,
+atomically with the data) and the history of every write it was asked for. What a user
+relies on: after a crash at any step, the next owners leave every record in the table
+exactly once; a batch planned by one member and then split between two heirs is written
+by one of them and skipped by the other; a zombie whose plan was accepted and who writes
+late is skipped; a zombie whose plan was refused never writes; a refusal that retrying
+cannot cure stops the pipeline saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgroups.spark.batches import MicroBatch
+from kgroups.spark.loop import BatchLoop, PipelineError
+from tests.sim.fake_cluster import crash
+from tests.unit.spark.world import (
+    PARTITIONS,
+    SESSION,
+    TOPIC,
+    Log,
+    Spark,
+    World,
+    first_turn,
+    until,
+)  # fmt: skip
+
+
+class Crash(Exception):
+    """The process died here."""
+
+
+class Table:
+    """One Delta table, shared by every pipeline: rows (partition, offset), the highest
+    version per app id, and who asked to write which batch with what outcome."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int]] = []
+        self.versions: dict[str, int] = {}
+        self.history: list[tuple[str, str, str]] = []
+        """(member, batch id, "written" | "skipped")."""
+
+    def writer(self, member: str) -> Writer:
+        return Writer(self, member)
+
+    def exactly_once(self, end: int) -> bool:
+        return sorted(self.rows) == [(p, o) for p in range(PARTITIONS) for o in range(end)]
+
+    def outcomes(self, batch_id: str) -> list[tuple[str, str]]:
+        return [(who, what) for who, bid, what in self.history if bid == batch_id]
+
+
+class Writer:
+    """A pipeline's handle on the table (the sink), with hooks to crash around a write."""
+
+    def __init__(self, table: Table, member: str) -> None:
+        self.table = table
+        self.member = member
+        self.before: Callable[[MicroBatch], None] = lambda batch: None
+        self.after: Callable[[MicroBatch], None] = lambda batch: None
+        self.batches: list[MicroBatch] = []
+
+    def write(self, batch: MicroBatch, frame: Any) -> None:
+        self.before(batch)
+        rows = list(frame)
+        self.batches.append(batch)
+        latest = self.table.versions.get(batch.app_id)
+        if latest is not None and batch.version <= latest:
+            self.table.history.append((self.member, batch.id, "skipped"))
+        else:
+            self.table.versions[batch.app_id] = batch.version
+            self.table.rows.extend(rows)
+            self.table.history.append((self.member, batch.id, "written"))
+        self.after(batch)
+
+    def written(self, app_id: str) -> int | None:
+        return self.table.versions.get(app_id)
+
+
+def pipeline(world: World, name: str, log: Log, table: Table, **options: Any) -> BatchLoop:
+    spark = options.pop("spark", Spark())
+    return world.pipeline(name, log, spark, sink=table.writer(name), **options)
+
+
+def writer(loop: BatchLoop) -> Writer:
+    assert isinstance(loop.sink, Writer)
+    return loop.sink
+
+
+async def run_until(loop: BatchLoop, check: Callable[[], bool], what: str) -> None:
+    runner = asyncio.create_task(loop.run())
+    try:
+        await until(check, 10 * SESSION, what)
+    finally:
+        loop.stop()
+        await runner
+
+
+def crash_with(why: str) -> Callable[[MicroBatch], None]:
+    def hook(batch: MicroBatch) -> None:
+        raise Crash(why)
+
+    return hook
+
+
+def crash_on_commit(loop: BatchLoop, number: int) -> None:
+    """The process dies as it is about to send its `number`-th commit (1: the plan)."""
+    commit = loop.member.commit
+    calls = 0
+
+    async def dying(*args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == number:
+            raise Crash(f"before commit {number}")
+        await commit(*args, **kwargs)
+
+    loop.member.commit = dying  # type: ignore[method-assign]
+
+
+def committed_everywhere(world: World, end: int) -> Callable[[], bool]:
+    return lambda: world.committed() == dict.fromkeys(range(PARTITIONS), end)
+
+
+@pytest.mark.parametrize("where", ["before-plan", "after-plan", "after-write", "before-end-commit"])
+def test_after_a_crash_at_any_step_the_next_owner_leaves_every_record_once(
+    tmp_path: Path, where: str
+) -> None:
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        dies = pipeline(world, "dies", log, table)
+        if where == "before-plan":
+            crash_on_commit(dies, 1)
+        elif where == "before-end-commit":
+            crash_on_commit(dies, 2)
+        elif where == "after-plan":  # or mid-write: the table's commit never happened
+            writer(dies).before = crash_with("before the write")
+        else:
+            writer(dies).after = crash_with("after the write")
+        with pytest.raises(Crash):
+            await first_turn(dies)
+        crash(dies.member, world.wires["dies"])
+        planned = where != "before-plan"
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 0 if planned else None)
+        written = where in ("after-write", "before-end-commit")
+        assert table.exactly_once(30) if written else table.rows == []
+
+        log.end = dict.fromkeys(range(PARTITIONS), 45)
+        heir = pipeline(world, "heir", log, table)
+        await heir.start(timeout=3 * SESSION)  # once the dead member's session is over
+        await run_until(heir, committed_everywhere(world, 45), "the heir read on")
+        assert table.exactly_once(45)
+        first = writer(heir).batches[0]
+        if planned:  # the heir wrote the planned batch first, exactly as planned
+            assert (first.member, first.ranges) == ("dies", tuple((p, 0, 30) for p in range(4)))
+            assert table.outcomes(first.id)[-1] == ("heir", "skipped" if written else "written")
+        else:
+            assert first.member == "heir"
+
+    world.play(scenario)
+
+
+def test_two_heirs_of_one_planned_batch_write_it_once_between_them(tmp_path: Path) -> None:
+    """The batch spanned four partitions; its planner died after the plan commit; the
+    partitions went two and two to two members. Each writes the whole batch again (its
+    transform may mix partitions), the table keeps one copy, and each commits the end
+    of its own partitions."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        dies = pipeline(world, "dies", log, table)
+        writer(dies).before = crash_with("before the write")
+        with pytest.raises(Crash):
+            await first_turn(dies)
+        crash(dies.member, world.wires["dies"])
+        assert table.rows == [] and world.committed() == dict.fromkeys(range(PARTITIONS), 0)
+
+        a, b = pipeline(world, "a", log, table), pipeline(world, "b", log, table)
+        await a.start(timeout=3 * SESSION)
+        await b.start(timeout=3 * SESSION)
+        await until(lambda: len(a.member.assignment) == 2 == len(b.member.assignment)
+                    and a.member.generation == b.member.generation, 3 * SESSION, "a split")  # fmt: skip
+        await asyncio.gather(a.run_once(), b.run_once())
+        [planned] = writer(a).batches
+        assert writer(b).batches == [planned]  # both wrote the whole batch again
+        assert (planned.member, planned.partitions) == ("dies", (0, 1, 2, 3))
+        assert sorted(what for _, what in table.outcomes(planned.id)) == ["skipped", "written"]
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
+        assert table.exactly_once(30)
+
+    world.play(scenario)
+
+
+def test_a_zombie_whose_plan_was_accepted_and_who_writes_late_is_skipped(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+    frozen = asyncio.Event()
+
+    async def scenario() -> None:
+        zombie = pipeline(world, "zombie", log, table)
+        thaw = asyncio.Event()
+        blocking = zombie.blocking
+
+        async def freezing(call: Callable[[], Any]) -> Any:
+            # The plan is committed; the process stops before its write, for longer than
+            # its session, and then writes.
+            if world.committed() == dict.fromkeys(range(PARTITIONS), 0) and not frozen.is_set():
+                frozen.set()
+                world.partition("zombie")
+                await thaw.wait()
+                world.heal("zombie")
+            return await blocking(call)
+
+        zombie.blocking = freezing
+        await zombie.start(timeout=30)
+        turn = asyncio.create_task(zombie.run_once())
+        await until(frozen.is_set, 10, "the zombie frozen after its plan commit")
+
+        heir = pipeline(world, "heir", log, table)
+        await heir.start(timeout=3 * SESSION)
+        await run_until(heir, committed_everywhere(world, 30), "the heir wrote the plan")
+        [replayed] = writer(heir).batches
+        assert replayed.member == "zombie" and table.outcomes(replayed.id) == [("heir", "written")]
+
+        thaw.set()
+        progress = await turn  # the late write, then its end commit (refused)
+        assert progress is not None
+        assert table.outcomes(replayed.id) == [("heir", "written"), ("zombie", "skipped")]
+        assert table.exactly_once(30)
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
+        crash(zombie.member, world.wires["zombie"])
+
+    world.play(scenario)
+
+
+def test_a_zombie_whose_plan_commit_is_refused_never_writes(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        zombie = pipeline(world, "zombie", log, table)
+        commit = zombie.member.commit
+        heir: list[BatchLoop] = []
+
+        async def late(*args: Any, **kwargs: Any) -> None:
+            # Frozen before its plan commit, past its session: the group moves on.
+            world.partition("zombie")
+            heir.append(pipeline(world, "heir", log, table))
+            await heir[0].start(timeout=3 * SESSION)
+            await run_until(heir[0], committed_everywhere(world, 30), "the heir's batch")
+            world.heal("zombie")
+            await commit(*args, **kwargs)
+
+        zombie.member.commit = late  # type: ignore[method-assign]
+        await zombie.start(timeout=30)
+        progress = None
+        while progress is None:
+            progress = await zombie.run_once()
+        assert progress.dropped and not progress.published
+        assert writer(zombie).batches == []  # it never wrote
+        assert [who for who, _, _ in table.history] == ["heir"]
+        assert table.exactly_once(30)
+        crash(zombie.member, world.wires["zombie"])
+
+    world.play(scenario)
+
+
+def test_a_commit_refused_for_good_stops_the_pipeline_saying_why(tmp_path: Path) -> None:
+    """Commit metadata over the coordinator's limit (offset.metadata.max.bytes) can never
+    be accepted: the pipeline stops with Kafka's reason instead of trying forever."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        loop = pipeline(world, "x" * 5000, log, table, max_metadata_bytes=10**6)
+        await loop.start(timeout=30)
+        with pytest.raises(PipelineError, match="offset_metadata_too_large"):
+            await asyncio.wait_for(loop.run(), 10)
+        assert table.history == [] and world.committed() == dict.fromkeys(range(PARTITIONS))
+        await loop.close()
+
+    world.play(scenario)
+
+
+def test_a_table_already_holding_the_versions_of_a_new_batch_is_an_error(
+    tmp_path: Path,
+) -> None:
+    """Only a table written by an earlier group of the same id (deleted and made again)
+    holds versions for app ids this group has not written: its new batches would be
+    skipped silently, so the pipeline stops and says to change the app id."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+    for generation in range(1, 10):
+        table.versions[f"kgroups/g/{TOPIC}/0/g{generation}"] = 10**6
+
+    async def scenario() -> None:
+        loop = pipeline(world, "m", log, table)
+        await loop.start(timeout=30)
+        with pytest.raises(PipelineError, match="deleted and made again"):
+            await asyncio.wait_for(loop.run(), 10)
+        assert table.rows == [] and world.committed() == dict.fromkeys(range(PARTITIONS))
+        await loop.close()
+        fresh = pipeline(world, "m2", log, table, app_id="kgroups/g-2")
+        await fresh.start(timeout=3 * SESSION)
+        await run_until(fresh, committed_everywhere(world, 30), "a new app id writes")
+        assert table.exactly_once(30)
+
+    world.play(scenario)
