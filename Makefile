@@ -16,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-kafka demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ lint: install
 # share a worker, in order; tests marked `alone` (they time latency beside an attack) run
 # afterwards by themselves. Each run ends with its time per tier (tests/tiers.py).
 TEST_WORKERS ?= 4
-test: lint kafka spark-kafka controlplane peers cluster-bits prometheus
+test: lint kafka spark-jars controlplane peers cluster-bits prometheus
 	@status=0; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -m alone --test-times .kgroups/test-times-alone.tsv tests || status=$$?; \
@@ -53,7 +53,7 @@ test-unit: install
 test-sim: install
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/sim
 
-test-integration: install kafka spark-kafka
+test-integration: install kafka spark-jars
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/integration
 
 test-e2e: install controlplane
@@ -72,7 +72,7 @@ fuzz: install
 # images.sh builds every image here, node.sh assembles the kind node image, kind.sh runs
 # the cluster; tests/cluster installs the chart and runs the examples' members as pods.
 # Where no runtime can start, every test there fails with the reason (never a skip).
-test-cluster: install controlplane spark-kafka cluster-bits
+test-cluster: install controlplane spark-jars cluster-bits
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/cluster
 
 e2e-kind: test-cluster
@@ -107,9 +107,9 @@ prometheus:
 dashboard-picture: install prometheus
 	$(BIN)/python -m tests.observability.picture
 
-# Spark's Kafka source (spark-sql-kafka-0-10 for the pinned pyspark) from Maven Central
-# into ~/.cache/kgroups (tools/spark/fetch.sh); the Spark members' Kafka tests use it.
-spark-kafka:
+# Spark's Kafka source (spark-sql-kafka-0-10 for the pinned pyspark) and Delta Lake's jars from Maven Central
+# into ~/.cache/kgroups (tools/spark/fetch.sh); the Spark members' tests use them.
+spark-jars:
 	bash tools/spark/fetch.sh >/dev/null
 
 # The CRDs are generated from src/kgroups/api/models.py into crds/ and the chart;
@@ -152,7 +152,7 @@ bench-assignors: install
 
 # Spark applications as members (bench/spark.py): throughput of 1-3 applications beside
 # plain Spark loops without kgroups (file log and Spark's Kafka source), and takeover.
-bench-spark: install kafka spark-kafka
+bench-spark: install kafka spark-jars
 	$(BIN)/python bench/spark.py
 
 clean:

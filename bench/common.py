@@ -154,30 +154,14 @@ def kafka_broker(*, secure: bool = False) -> Iterator[Target | None]:
         secure_port = kafkapeer.free_port()
         if secure:
             security, cert, key = secured(Path(tmp))
-            (Path(tmp) / "server.pem").write_bytes(key.read_bytes() + cert.read_bytes())
-            controller = "CONTROLLER://127.0.0.1:{}"
-            extra = {
-                "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure_port},"
-                + controller,
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},"
-                f"SASL_SSL://127.0.0.1:{secure_port}",
-                "listener.security.protocol.map":
-                    "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
-                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-                "ssl.keystore.type": "PEM",
-                "ssl.keystore.location": f"{tmp}/server.pem",
-            }  # fmt: skip
-            scram = (f"SCRAM-SHA-512=[name={security.user},password={security.password}]",)
+            pem = Path(tmp) / "server.pem"
+            pem.write_bytes(key.read_bytes() + cert.read_bytes())
+            extra = kafkapeer.sasl_ssl_settings(port, secure_port, pem)
+            scram = (kafkapeer.scram_user(security.user, security.password),)
         broker = kafkapeer.KafkaBroker(
             port, Path(tmp), group_initial_rebalance_delay_ms=0, cpu=SERVER_CPU,
             extra=extra, scram=scram,
         )  # fmt: skip
-        if secure:  # the controller's port is the broker's to choose
-            broker.settings["listeners"] = broker.settings["listeners"].format(
-                broker.controller_port
-            )
         with broker:
             if security is None:
                 yield Target("kafka", "127.0.0.1", port)

@@ -278,7 +278,7 @@ class Bench:
     def app(self, name: str, source: str, group: str, topic: str) -> App:
         env = {"SPARK_LOCAL_IP": "127.0.0.1"}
         if self.jars:
-            env["KGROUPS_SPARK_KAFKA_JARS"] = self.jars
+            env["KGROUPS_SPARK_JARS"] = self.jars
         return App(name, source, bootstrap=f"127.0.0.1:{self.port}", group=group,
                    topic=topic, work=self.work, args=self.args, env=env)  # fmt: skip
 
@@ -293,7 +293,7 @@ class Bench:
                "--total", str(self.total), "--max-records", str(self.args.max_records),
                "--master", self.args.master]  # fmt: skip
         if self.jars:
-            cmd += ["--kafka-jars", self.jars]
+            cmd += ["--jars", self.jars]
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
         with (self.work / f"plain-{topic}.log").open("wb") as log:
             done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
@@ -442,8 +442,8 @@ def plain_loop(args: argparse.Namespace) -> None:
     spec.loader.exec_module(clickcount)
     builder = SparkSession.builder.master(args.master).appName("plain")
     builder = builder.config("spark.ui.enabled", "false")
-    if args.kafka_jars:
-        jars = sorted(str(p) for p in Path(args.kafka_jars).glob("*.jar"))
+    if args.jars:
+        jars = sorted(str(p) for p in Path(args.jars).glob("*.jar"))
         builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -593,7 +593,7 @@ def main() -> None:
     child.add_argument("--total", type=int, required=True)
     child.add_argument("--max-records", type=int, required=True)
     child.add_argument("--master", required=True)
-    child.add_argument("--kafka-jars")
+    child.add_argument("--jars")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--per-partition", type=int, default=20_000,
                         help="records per partition in each pass")  # fmt: skip

@@ -115,6 +115,29 @@ def _api_versions_ok(port: int) -> bool:
         return False
 
 
+def sasl_ssl_settings(port: int, secure_port: int, keystore_pem: Path) -> dict[str, str]:
+    """server.properties entries for a PLAINTEXT listener on `port` (for setting up) and a
+    SASL_SSL one with SCRAM-SHA-512 on `secure_port`, its key and certificate chain in one
+    PEM file. The CONTROLLER listener's port is left as "{}": KafkaBroker fills it in."""
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure_port},"
+        "CONTROLLER://127.0.0.1:{}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure_port}",
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore_pem),
+    }  # fmt: skip
+
+
+def scram_user(user: str, password: str) -> str:
+    """A SCRAM-SHA-512 credential as kafka-storage format's --add-scram takes it."""
+    return f"SCRAM-SHA-512=[name={user},password={password}]"
+
+
 class KafkaBroker:
     """A combined broker+controller KRaft Kafka on 127.0.0.1:`port`, formatted in `data_dir`.
 
@@ -188,6 +211,10 @@ class KafkaBroker:
 
     def __enter__(self) -> KafkaBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # sasl_ssl_settings leaves the controller's port, chosen here, to fill in.
+        self.settings["listeners"] = self.settings["listeners"].replace(
+            "{}", str(self.controller_port)
+        )
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
         # A cluster id is 16 random bytes in URL-safe base64 without padding.

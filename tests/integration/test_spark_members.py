@@ -54,7 +54,7 @@ class App:
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_LOCAL_DIRS": str(tmp / f"{name}-spark")}  # fmt: skip
         if source.startswith("kafka:"):
-            env["KGROUPS_SPARK_KAFKA_JARS"] = kafka_jars()
+            env["KGROUPS_SPARK_JARS"] = kafka_jars()
         # spark-submit as from an activated virtualenv (it finds Spark through `python3`
         # on PATH); the driver's Python logs to the launcher's stdout.
         launcher = [str(Path(PYTHON).parent / "spark-submit"), "--master", "local[2]",

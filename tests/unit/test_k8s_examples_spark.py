@@ -81,7 +81,7 @@ def parse(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", spy)
     monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
     monkeypatch.setattr(logging, "basicConfig", lambda **_: None)
-    for name in ("SPARK_MASTER", "SPARK_LOCAL_IP", "PYSPARK_PYTHON", "KGROUPS_SPARK_KAFKA_JARS"):
+    for name in ("SPARK_MASTER", "SPARK_LOCAL_IP", "PYSPARK_PYTHON", "KGROUPS_SPARK_JARS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -164,9 +164,9 @@ def test_the_image_is_the_one_dockerfile_spark_builds() -> None:
     assert "USER 65532:65532" in dockerfile
     assert "openjdk-17-jre-headless" in dockerfile
     assert "'kgroups[spark]'" in dockerfile
-    assert "KGROUPS_SPARK_KAFKA_JARS=/opt/spark-kafka" in dockerfile
+    assert "KGROUPS_SPARK_JARS=/opt/spark-jars" in dockerfile
     # The jars tools/spark/pom.xml names, fetched on the host (no Maven inside a build).
-    assert "COPY jars /opt/spark-kafka\n" in dockerfile
+    assert "COPY jars /opt/spark-jars\n" in dockerfile
     assert '"$(bash tools/spark/fetch.sh)" jars' in dockerfile
 
 

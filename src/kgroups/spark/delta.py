@@ -6,8 +6,10 @@ with Delta's writer options `txnAppId` = `MicroBatch.app_id` and `txnVersion` =
 table's own log, in the same atomic commit as the data, and skips a write whose version
 is not above it. Two writers of one app id at once conflict (the second gets
 ConcurrentTransactionException, since both read the app id's version): it is retried,
-and then skipped. So a batch written by its planner, by the next owner of its partitions
-replaying the plan, and by a zombie waking late lands once.
+and then skipped. So are Delta's other optimistic-concurrency conflicts (two first
+writes creating the table at once: ProtocolChangedException). So a batch written by its
+planner, by the next owner of its partitions replaying the plan, and by a zombie waking
+late lands once.
 
 Spark needs Delta's jars (`io.delta:delta-spark_2.13` and `delta-storage`, 4.4.0 for
 Spark 4.2; tools/spark/fetch.sh puts them beside the Kafka source's) and the session
@@ -30,7 +32,15 @@ SPARK_CONF = {
 }
 """What a SparkSession needs to read and write Delta tables."""
 
-CONFLICT = "ConcurrentTransactionException"
+CONFLICTS = (
+    "ConcurrentTransactionException",  # another writer of this app id committed first
+    "ProtocolChangedException",  # two first writes created the table at once
+    "MetadataChangedException",
+    "ConcurrentAppendException",
+    "ConcurrentWriteException",
+)
+"""Delta's optimistic-concurrency failures: nothing was written, and trying again (the
+write is idempotent) either writes or finds the batch in the table."""
 RETRIES = 10
 
 
@@ -64,7 +74,14 @@ class DeltaSink:
                 raise ValueError(f"{reserved} is set by kgroups for every batch")
 
     def write(self, batch: MicroBatch, frame: Any) -> None:
+        """Skips at once (no Spark job) a batch the table holds already; otherwise writes,
+        and Delta's own check decides a race with another writer of the batch."""
         for attempt in range(RETRIES):
+            latest = self.written(batch.app_id)
+            if latest is not None and latest >= batch.version:
+                log.info("batch %s: in the table already (%s at version %d): skipped",
+                         batch.id, batch.app_id, latest)  # fmt: skip
+                return
             writer = (
                 frame.write.format("delta").mode("append").options(**self.options)
                 .option("txnAppId", batch.app_id).option("txnVersion", str(batch.version))
@@ -75,14 +92,18 @@ class DeltaSink:
                 writer.save(self.path)
                 return
             except Exception as exc:
-                if CONFLICT not in str(exc) or attempt == RETRIES - 1:
+                conflict = next((name for name in CONFLICTS if name in str(exc)), None)
+                if conflict is None or attempt == RETRIES - 1:
                     raise
-                log.info("batch %s: another writer of %s committed first; trying again",
-                         batch.id, batch.app_id)  # fmt: skip
+                log.info("batch %s: another writer committed first (%s); looking again",
+                         batch.id, conflict)  # fmt: skip
 
     def written(self, app_id: str) -> int | None:
         """From the table's log, as Delta's writer reads it (DeltaLog's snapshot)."""
         jvm = self.spark.sparkContext._jvm
+        # The loop asks from a worker thread; Delta reads its log through the thread's
+        # active session, which only Spark's own calls set.
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
             self.spark._jsparkSession, self.path
         )

@@ -60,6 +60,16 @@ class FileLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch(exist_ok=True)
 
+    def partitions(self, topic: str) -> int | None:
+        """The topic's partition count: its partition files 0, 1, ... (None: no topic)."""
+        directory = self.path(topic, 0).parent
+        if not directory.is_dir():
+            return None
+        count = 0
+        while self.path(topic, count).exists():
+            count += 1
+        return count
+
     def append(self, topic: str, partition: int, records: Iterable[Mapping[str, Any]]) -> int:
         """Append records (each one line, then flushed); returns the new end offset."""
         path = self.path(topic, partition)

@@ -331,6 +331,7 @@ class BatchLoop:
                 raise
             await self.blocking(lambda: sink.discard(batch))
             return self._drop(batch, "the partitions were lost: the batch was cancelled")
+        log.info("%s: batch %s: staged; committing", self.name, batch.id)
         offsets = {p: OffsetAndMetadata(e, metadata[p]) for p, _, e in batch.ranges}
         outcome = await self._commit(batch, offsets, ends)
         if outcome == "refused":
@@ -338,9 +339,9 @@ class BatchLoop:
             return self._drop(batch, "commit refused")
         if outcome == "unknown":  # maybe accepted: what is staged stays for whoever reads next
             return self._drop(batch, "commit outcome unknown")
+        log.info("%s: batch %s: committed; publishing", self.name, batch.id)
         await self.blocking(lambda: sink.publish(batch, metadata))
-        self._advance(batch)
-        return Progress(batch.generation, [batch])
+        return self._done(batch)
 
     async def _plan_write_commit(
         self, sink: IdempotentSink, batch: MicroBatch, ends: Mapping[int, int]
@@ -352,6 +353,7 @@ class BatchLoop:
         outcome = await self._commit(batch, offsets, ends)
         if outcome != "accepted":  # refused: never written; unknown: the next turn looks
             return self._drop(batch, f"plan commit {outcome}")
+        log.info("%s: batch %s: plan committed; writing", self.name, batch.id)
         if not await self._write(sink, batch):
             return self._drop(batch, "the partitions were lost: the write was cancelled")
         done = batch.encode("done")
@@ -361,8 +363,7 @@ class BatchLoop:
             self.generation = None
             log.warning("%s: batch %s written, its end commit %s", self.name, batch.id, outcome)
             return Progress(batch.generation, [batch])
-        self._advance(batch)
-        return Progress(batch.generation, [batch])
+        return self._done(batch)
 
     async def _write(self, sink: IdempotentSink, batch: MicroBatch) -> bool:
         """Write the batch; False if it failed because the partitions were lost (a failure
@@ -388,9 +389,11 @@ class BatchLoop:
             )
         self._checked.add(batch.app_id)
 
-    def _advance(self, batch: MicroBatch) -> None:
+    def _done(self, batch: MicroBatch) -> Progress:
         for p, _, end in batch.ranges:
             self.positions[p] = end
+        log.info("%s: batch %s: done (%d records)", self.name, batch.id, batch.records)
+        return Progress(batch.generation, [batch])
 
     async def _commit(
         self,

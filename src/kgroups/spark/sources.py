@@ -68,6 +68,9 @@ class FileLogSource:
     def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
         return {p: (0, self.log.end_offset(topic, p)) for p in partitions}
 
+    def partitions(self, topic: str) -> int | None:
+        return self.log.partitions(topic)
+
     def read(self, topic: str, ranges: Ranges) -> DataFrame:
         chunks = [
             [p, s, min(end, s + CHUNK), self.log.position(topic, p, s)]
@@ -120,6 +123,9 @@ class KafkaSource:
             settings = {
                 "key.deserializer": raw, "value.deserializer": raw,
                 "enable.auto.commit": "false", "client.id": "kgroups-spark-lookups",
+                # partitionsFor answers from the consumer's metadata: keep it fresher than
+                # the pipeline's partition checks (Kafka's default is 5 minutes).
+                "metadata.max.age.ms": "5000",
                 **self.options, "bootstrap.servers": self.bootstrap,
             }  # fmt: skip
             for key, value in settings.items():

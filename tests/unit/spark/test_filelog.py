@@ -70,3 +70,12 @@ def test_an_executor_reads_its_chunk_from_the_position_the_driver_found(
         list(executor.lines_at("t", 0, position, 16))  # past the end: no such records
     with pytest.raises(FileLogError, match="no offset 41"):
         driver.position("t", 0, 41)
+
+
+def test_a_topics_partition_count_is_its_partition_files(tmp_path: Path) -> None:
+    log = FileLog(tmp_path)
+    assert log.partitions("clicks") is None
+    log.create("clicks", 3)
+    assert log.partitions("clicks") == 3
+    log.create("clicks", 5)  # grown, as kafka-topics --alter would
+    assert log.partitions("clicks") == 5

@@ -1,0 +1,184 @@
+"""Three Spark applications write one table exactly once (examples/spark/clicks_to_delta.py).
+
+A Delta Lake table from a topic of the real Kafka broker, read over SASL_SSL (TLS and
+SCRAM-SHA-512, Kafka's client properties given with --kafka-option), while the topic is
+appended to and grows from four partitions to six: one application is killed (SIGKILL)
+in the middle of a write; one is frozen, driver and JVM, past its session timeout after
+its plan was committed and before its write; one is frozen before a plan commit. Then a
+directory of Parquet files from the file log, one application under spark-submit: one
+killed mid-stage, one frozen after staging (its commit is refused), one frozen between
+its commit and its publish.
+
+What must hold: the table, read by delta-rs (for Parquet: by pyarrow), holds one row per
+input record, with the record's user, compared with a single-process reading of the
+input; every batch landed in one write (its rows share one `processed_at`); the frozen
+writers say what happened to their late work (skipped by the table, refused by the
+group); the committed offsets reach the input's ends. The same over the file log into
+Delta is `make demo` (tests/e2e/test_demo.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.harness import Coordinator, wait_until
+from tests.integration.spark_apps import (
+    SESSION_MS,
+    Feeder,
+    FilesInput,
+    Input,
+    KafkaInput,
+    SparkApp,
+    committed,
+    reference,
+)  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = "examples/spark/clicks_to_delta.py"
+FREEZE_S = SESSION_MS / 1000 * 2
+
+
+def app(coordinator: Coordinator, name: str, records: Input, table: Path, tmp: Path,
+        *extra: str, submit: bool = False) -> SparkApp:  # fmt: skip
+    args = ["--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", records.topic,
+            "--source", records.source, "--table", str(table),
+            "--session-timeout-ms", str(SESSION_MS), "--max-records", "400", *extra]  # fmt: skip
+    return SparkApp(name, SCRIPT, args, tmp, submit=submit)
+
+
+def rows_once(rows: list[tuple[int, int, Any, Any, Any]], expected: dict[Any, Any]) -> None:
+    """(partition, offset, user, batch id, processed at) rows: each input record once,
+    with its user, each batch from one write."""
+    keys = collections.Counter((p, o) for p, o, _, _, _ in rows)
+    twice = [k for k, n in keys.items() if n > 1]
+    assert not twice, f"{len(twice)} records twice, e.g. {twice[:5]}"
+    assert {(p, o): user for p, o, user, _, _ in rows} == expected
+    writes = collections.defaultdict(set)
+    for _, _, _, batch, at in rows:
+        writes[batch].add(at)
+    assert all(len(at) == 1 for at in writes.values()), "a batch written more than once"
+
+
+def caught_up(coordinator: Coordinator, records: Input, apps: list[SparkApp]) -> dict[int, int]:
+    ends = records.ends()
+    wait_until(lambda: [a.alive() for a in apps]
+               and committed(coordinator, "clicks", records.topic) == ends, 240,
+               "the committed offsets to reach the end of the input", poll=2)  # fmt: skip
+    return ends
+
+
+@pytest.fixture
+def secured_topic(tmp_path: Path) -> Iterator[tuple[KafkaInput, list[str]]]:
+    """A topic of the real Kafka broker with a SASL_SSL listener (SCRAM-SHA-512) beside a
+    PLAINTEXT one, and the Kafka options an application reads it with."""
+    import kafkapeer  # tools/kafkapeer.py: the real broker, from Maven Central
+    from tests.pki import Pki
+
+    pki = Pki(tmp_path / "pki")
+    server = pki.issue_server()
+    pem = tmp_path / "server.pem"
+    pem.write_bytes(server.key.read_bytes() + server.cert.read_bytes())
+    port, secure = kafkapeer.free_port(), kafkapeer.free_port()
+    with kafkapeer.KafkaBroker(
+        port, tmp_path / "kafka", extra=kafkapeer.sasl_ssl_settings(port, secure, pem),
+        scram=(kafkapeer.scram_user("spark", "spark-secret"),),
+    ) as broker:  # fmt: skip
+        kafkapeer.create_topic(broker.bootstrap, "clicks", 4)
+        options = [
+            "security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="spark" password="spark-secret";',
+            "ssl.truststore.type=PEM", f"ssl.truststore.location={pki.ca}",
+        ]  # fmt: skip
+        target = KafkaInput(broker.bootstrap, "clicks", f"kafka:127.0.0.1:{secure}")
+        try:
+            yield target, [arg for option in options for arg in ("--kafka-option", option)]
+        finally:
+            target.close()
+
+
+def test_three_apps_write_a_delta_table_once_from_a_secured_growing_kafka_topic(
+    coordinator: Coordinator, secured_topic: tuple[KafkaInput, list[str]], tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    records, options = secured_topic
+    table = tmp_path / "table"
+    feeder = Feeder(records)
+    feeder.start()
+    apps = [app(coordinator, f"app{i}", records, table, tmp_path, *options) for i in range(3)]
+    try:
+        # The coordinator's topic is made by the applications, as large as Kafka's.
+        wait_until(lambda: all(a.alive() and "reading clicks from {" in a.log() for a in apps),
+                   180, "three apps reading", poll=1)  # fmt: skip
+        records.grow(6)
+        feeder.count = 6
+        wait_until(lambda: [a.alive() for a in apps]
+                   and set(committed(coordinator, "clicks", "clicks")) == set(range(6)),
+                   120, "the new partitions read", poll=1)  # fmt: skip
+
+        wait_until(lambda: "plan committed; writing" in apps[0].log(), 60, "app0 writing",
+                   poll=0.005)  # fmt: skip
+        apps[0].signal(signal.SIGKILL)  # dies mid-write
+        late = apps[1].freeze_at("plan committed; writing", FREEZE_S,
+                                 lambda said: "in the table already" in said)  # fmt: skip
+        refused = apps[2].freeze_at(": done (", FREEZE_S,
+                                    lambda said: "plan commit refused" in said)  # fmt: skip
+        feeder.stop()
+        ends = caught_up(coordinator, records, apps[1:])
+    finally:
+        feeder.stop()
+        for each in apps:
+            each.stop()
+    assert "skipped" in late and "commit refused" in refused
+    read = DeltaTable(str(table)).to_pyarrow_table()
+    rows = list(zip(*(read[c].to_pylist() for c in ("partition", "offset", "user", "batch_id",
+                                                      "processed_at")), strict=True))  # fmt: skip
+    rows_once(rows, reference(records, ends))
+    assert set(read["topic"].to_pylist()) == {"clicks"}
+    assert all(key for key in read["kafka_key"].to_pylist())  # the record's key, kept
+    assert None not in read["event_time"].to_pylist()  # the record's timestamp, kept
+
+
+def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    import pyarrow.dataset as ds
+
+    records = FilesInput(tmp_path / "log", "clicks", 4)
+    table = tmp_path / "table"
+    feeder = Feeder(records)
+    feeder.start()
+    parquet = ("--format", "parquet")
+    apps = [app(coordinator, "app0", records, table, tmp_path, *parquet),
+            app(coordinator, "app1", records, table, tmp_path, *parquet),
+            app(coordinator, "submitted", records, table, tmp_path, *parquet, submit=True)]  # fmt: skip
+    try:
+        wait_until(lambda: all(a.alive() and "reading clicks from {" in a.log() for a in apps),
+                   180, "three apps reading", poll=1)  # fmt: skip
+        wait_until(lambda: "generation" in apps[0].log() and ": batch " in apps[0].log(), 60,
+                   "app0 staging", poll=0.005)  # fmt: skip
+        apps[0].signal(signal.SIGKILL)  # dies mid-stage
+        refused = apps[1].freeze_at("staged; committing", FREEZE_S,
+                                    lambda said: "commit refused" in said)  # fmt: skip
+        published = apps[2].freeze_at("committed; publishing", FREEZE_S,
+                                      lambda said: ": done (" in said)  # fmt: skip
+        feeder.stop()
+        ends = caught_up(coordinator, records, apps[1:])
+    finally:
+        feeder.stop()
+        for each in apps:
+            each.stop()
+    assert "dropping" in refused and published
+    read = ds.dataset(str(table), format="parquet").to_table()
+    rows = list(zip(*(read[c].to_pylist() for c in ("partition", "offset", "user", "batch_id",
+                                                      "processed_at")), strict=True))  # fmt: skip
+    rows_once(rows, reference(records, ends))
+    assert not [p for p in (table / ".staging").rglob("*") if p.is_file()]
