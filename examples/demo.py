@@ -1,5 +1,6 @@
-"""`make demo`: three Spark applications count clicks as one kgroups consumer group,
-managed from kubectl, through a crash and a freeze, and the result is checked.
+"""`make demo`: three Spark applications write clicks into one Delta Lake table as one
+kgroups consumer group, managed from kubectl, through a crash and a freeze, and the table
+is checked.
 
 The story a user wants to see, end to end on this machine (everything on 127.0.0.1, in a
 temporary directory, stopped on exit, Ctrl-C or failure):
@@ -10,10 +11,11 @@ temporary directory, stopped on exit, Ctrl-C or failure):
 3. a file log of click records (`kgroups.spark.filelog`), still being appended to;
 4. a Topic and a ConsumerGroup applied with kubectl: the operator creates the topic on the
    coordinator and mirrors the group into `.status`, which `kubectl get cg` shows;
-5. three copies of examples/spark/clickcount.py in one group: one is killed (SIGKILL),
-   another frozen (SIGSTOP, JVM and all) past its session timeout and woken again;
-6. the published per-batch files must tile every partition with no gap or overlap, and
-   their counts must equal a single-process count of the same input. Anything else exits 1.
+5. three copies of examples/spark/clicks_to_delta.py in one group: one is killed
+   (SIGKILL), another frozen (SIGSTOP, JVM and all) past its session timeout and woken;
+6. the Delta table, read back without Spark (delta-rs), must hold every input record
+   exactly once with its user, and its per-user counts must equal a single-process count
+   of the same input. Anything else exits 1.
 
 `python examples/demo.py --help` lists the knobs; the defaults take about two minutes once
 the control plane is built (three or four on a busy two-core machine).
@@ -48,9 +50,9 @@ CONTROLPLANE = ROOT / "e2e" / "controlplane"
 TOPIC = GROUP = "clicks"
 PARTITIONS = 6
 USERS = [f"u{i}" for i in range(1, 10)]
-PUBLISHED = re.compile(rf"^{TOPIC}-(\d+)-(\d+)-(\d+)\.json$")
 # What the applications log that tells the story (the rest goes to their log files).
-TOLD = re.compile(r"(generation \d+: reading|dropping|partitions lost|rejoining|joined)")
+TOLD = re.compile(r"(generation \d+: reading|dropping|partitions lost|rejoining|joined|"
+                  r"again|in the table already|end commit)")  # fmt: skip
 LOGGED = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \S+ (.*)$")
 PARTITION = re.compile(r"TopicPartition\(topic='([^']*)', partition=(\d+)\)")
 T = TypeVar("T")
@@ -221,22 +223,22 @@ def start_logged(
 
 
 class App:
-    """One clickcount application in its own process group (its JVM goes with it); the
-    lines of its log that tell the story are echoed as they come."""
+    """One clicks_to_delta application in its own process group (its JVM goes with it);
+    the lines of its log that tell the story are echoed as they come."""
 
-    def __init__(self, name: str, bootstrap: str, work: Path, session_ms: int) -> None:
+    def __init__(self, name: str, bootstrap: str, work: Path, session_ms: int, jars: str) -> None:
         self.name = name
         self.log_path = work / f"{name}.log"
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "examples/spark/clickcount.py"),
+            [sys.executable, str(ROOT / "examples/spark/clicks_to_delta.py"),
              "--bootstrap-server", bootstrap, "--group", GROUP, "--topic", TOPIC,
-             "--source", f"files:{work / 'log'}", "--output", str(work / "out"),
+             "--source", f"files:{work / 'log'}", "--table", str(work / "table"),
              "--name", name, "--session-timeout-ms", str(session_ms), "--max-records", "500"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
             # Spark's scratch space inside the demo's directory: a killed app leaves its
             # block manager's files behind, and they go with the directory.
             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1",
-                 "SPARK_LOCAL_DIRS": str(work / f"{name}-spark")},
+                 "SPARK_LOCAL_DIRS": str(work / f"{name}-spark"), "KGROUPS_SPARK_JARS": jars},
         )  # fmt: skip
         self.reading = threading.Event()
         self.stopped = False
@@ -286,7 +288,12 @@ class Writer(threading.Thread):
         # A few heavy users and a long tail, so the counts differ from user to user.
         users = self.rng.choices(USERS, weights=range(len(USERS), 0, -1), k=count)
         out = [
-            {"user": u, "page": f"/p{self.rng.randint(1, 40)}", "n": self.n + i}
+            {
+                "user": u,
+                "page": f"/p{self.rng.randint(1, 40)}",
+                "n": self.n + i,
+                "country": self.rng.choice(["de", "fr", "nl"]),
+            }
             for i, u in enumerate(users)
         ]
         self.n += count
@@ -308,15 +315,6 @@ class Writer(threading.Thread):
             self.join(10)
 
 
-def published(out: Path) -> dict[int, list[tuple[int, int, Path]]]:
-    """Partition -> its published files as (start, end, path), sorted."""
-    tiles: dict[int, list[tuple[int, int, Path]]] = collections.defaultdict(list)
-    for path in out.iterdir() if out.exists() else []:
-        if m := PUBLISHED.match(path.name):
-            tiles[int(m[1])].append((int(m[2]), int(m[3]), path))
-    return {p: sorted(t) for p, t in tiles.items()}
-
-
 def committed(port: int) -> dict[int, int]:
     async def fetch() -> dict[tuple[str, int], int]:
         async with Admin("127.0.0.1", port) as admin:
@@ -325,48 +323,61 @@ def committed(port: int) -> dict[int, int]:
     return {p: o for (t, p), o in asyncio.run(fetch()).items() if t == TOPIC}
 
 
+def table_rows(table: Path) -> list[tuple[int, int, str | None, str]]:
+    """(partition, offset, user, batch id) of every row, read without Spark (delta-rs)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        read = DeltaTable(str(table)).to_pyarrow_table(
+            columns=["partition", "offset", "user", "batch_id"]
+        )
+    except TableNotFoundError:  # no first commit yet
+        return []
+    return list(zip(*(read[c].to_pylist() for c in read.column_names), strict=True))
+
+
 def compare(work: Path, ends: dict[int, int], offsets: dict[int, int]) -> None:
-    """The published files against a single-process count of the input; raises on any
+    """The Delta table against a single-process reading of the input; raises on any
     difference, after printing what it compared."""
-    tiles, problems = published(work / "out"), []
+    from deltalake import DeltaTable
+
+    rows, problems = table_rows(work / "table"), []
     files_log = FileLog(work / "log")
-    reference: collections.Counter[str] = collections.Counter()
-    counted: collections.Counter[str] = collections.Counter()
-    say("the check: published batches tile each partition; counts equal one process's count")
+    history = DeltaTable(str(work / "table")).history()
+    say("the check: the Delta table (read by delta-rs) holds every click once; "
+        "per-user counts equal one process's")  # fmt: skip
+    note(f"{len(rows)} rows in {len(history)} table versions, "
+         f"{len({b for *_, b in rows})} micro-batches")  # fmt: skip
     note(
-        f"{'partition':>9} {'log end':>8} {'committed':>9} {'batches':>7} "
-        f"{'pipelines':>9} {'one process':>11}"
+        f"{'partition':>9} {'log end':>8} {'committed':>9} {'in table':>8} "
+        f"{'twice':>5} {'missing':>7}"
     )
+    seen = collections.Counter((p, o) for p, o, _, _ in rows)
+    users = {(p, o): u for p, o, u, _ in rows}
+    reference: collections.Counter[str] = collections.Counter()
     for p in range(PARTITIONS):
-        edge, mine = 0, collections.Counter[str]()
-        for start, end, path in tiles.get(p, []):
-            if start != edge:
-                kind = "gap" if start > edge else "overlap"
-                problems.append(
-                    f"partition {p}: {kind} at offset {edge} (next batch {start}-{end})"
-                )
-            edge = max(edge, end)
-            mine.update(json.loads(path.read_text()))
-        if edge != ends[p]:
-            problems.append(f"partition {p}: published up to {edge}, the log ends at {ends[p]}")
+        records = files_log.read(TOPIC, p, 0, ends[p])
+        twice = sum(1 for (q, _), n in seen.items() if q == p and n > 1)
+        missing = sum(1 for o in range(ends[p]) if (p, o) not in seen)
+        extra = sum(1 for (q, o) in seen if q == p and o >= ends[p])
+        wrong = sum(
+            1 for o, r in enumerate(records) if users.get((p, o), r.get("user")) != r.get("user")
+        )
+        for what, n in (("twice", twice), ("missing", missing), ("past the log's end", extra),
+                        ("with another user", wrong)):  # fmt: skip
+            if n:
+                problems.append(f"partition {p}: {n} records {what}")
         if offsets.get(p) != ends[p]:
             problems.append(f"partition {p}: committed {offsets.get(p)}, the log ends at {ends[p]}")
-        theirs = collections.Counter(
-            r.get("user", "null") for r in files_log.read(TOPIC, p, 0, ends[p])
-        )
-        if mine != theirs:
-            problems.append(
-                f"partition {p}: the pipelines counted {sum(mine.values())} "
-                f"clicks, one process counts {sum(theirs.values())}"
-            )
-        counted += mine
-        reference += theirs
+        reference.update(r.get("user", "null") for r in records)
+        in_table = sum(1 for (q, _) in seen if q == p)
         note(
-            f"{p:>9} {ends[p]:>8} {offsets.get(p, '-')!s:>9} {len(tiles.get(p, [])):>7} "
-            f"{sum(mine.values()):>9} {sum(theirs.values()):>11}"
+            f"{p:>9} {ends[p]:>8} {offsets.get(p, '-')!s:>9} {in_table:>8} {twice:>5} {missing:>7}"
         )
+    counted = collections.Counter(u or "null" for _, _, u, _ in rows)
     emit("")
-    note(f"{'user':>9} {'pipelines':>9} {'one process':>11}")
+    note(f"{'user':>9} {'table':>9} {'one process':>11}")
     for user in sorted(set(counted) | set(reference), key=lambda u: (len(u), u)):
         mark = "" if counted[user] == reference[user] else "   <-- differs"
         note(f"{user:>9} {counted[user]:>9} {reference[user]:>11}{mark}")
@@ -374,13 +385,11 @@ def compare(work: Path, ends: dict[int, int], offsets: dict[int, int]) -> None:
     if counted != reference:
         problems.append("the per-user counts differ (see the table)")
     if problems:
-        raise DemoFailed(
-            "the pipelines' result is NOT the single-process count:\n   " + "\n   ".join(problems)
-        )
+        raise DemoFailed("the table is NOT the input, once:\n   " + "\n   ".join(problems))
     emit(
         "",
-        f"{BOLD}EQUAL: the three pipelines published exactly the single-process count: "
-        f"{sum(reference.values())} clicks of {len(reference)} users, every record once, "
+        f"{BOLD}EQUAL: the three pipelines wrote every click exactly once into the Delta "
+        f"table: {sum(reference.values())} clicks of {len(reference)} users, "
         f"through a kill and a freeze{PLAIN}",
     )
 
@@ -488,26 +497,29 @@ def run(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack) -> No
     )
     note("(Dead: the coordinator has no group 'clicks' until a member joins)")
 
-    say("three Spark applications (examples/spark/clickcount.py) join group 'clicks'")
+    say("three Spark applications (examples/spark/clicks_to_delta.py) join group 'clicks'")
     note("each starts a JVM: 30-60 s on two cores")
+    fetched = run_checked(["bash", str(ROOT / "tools/spark/fetch.sh")],
+                          "tools/spark/fetch.sh (Delta's jars)", timeout=600)  # fmt: skip
+    jars = fetched.strip().splitlines()[-1]
     apps: list[App] = []
     for i in range(3):
-        app = App(f"app{i}", bootstrap, work, args.session_ms)
+        app = App(f"app{i}", bootstrap, work, args.session_ms, jars)
         apps.append(app)
         stack.callback(app.stop)
     status = wait_for("three apps Stable in the group", 240, cg_is(kube, 3), poll=1)
     wait_for("every app reading", 60, lambda: all(a.reading.is_set() for a in apps), poll=1)
     kube.show("get", "cg", why="three members split the six partitions")
     wait_for(
-        "output for every partition",
+        "rows in the table from every partition",
         120,
-        lambda: len(published(work / "out")) == PARTITIONS,
-        poll=1,
+        lambda: (
+            (work / "table" / "_delta_log").is_dir()
+            and len({p for p, *_ in table_rows(work / "table")}) == PARTITIONS
+        ),
+        poll=2,
     )
-    note(
-        f"published so far: {sum(map(len, published(work / 'out').values()))} batch files "
-        f"in {work / 'out'}"
-    )
+    note(f"rows so far: {len(table_rows(work / 'table'))} in {work / 'table'}")
 
     victim, frozen, survivor = apps
     say(
@@ -542,8 +554,9 @@ def run(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack) -> No
     time.sleep(max(0.0, args.freeze_s - (time.monotonic() - stopped)))
     frozen.signal(signal.SIGCONT)
     note(
-        f"kill -CONT {frozen.name}: it wakes in a generation that is gone; its commit is "
-        "refused and it rejoins"
+        f"kill -CONT {frozen.name}: it wakes in a generation that is gone; a batch it had "
+        "planned was written by its heir, so the table skips its late write, or its plan "
+        "commit is refused; it rejoins"
     )
     woken = time.monotonic()
     status = wait_for(
