@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SPARK_TEST_JVM
 from tests.integration.harness import Coordinator, wait_until
 from tests.integration.spark_apps import (
     SESSION_MS,
@@ -182,3 +183,34 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
                                                       "processed_at")), strict=True))  # fmt: skip
     rows_once(rows, reference(records, ends))
     assert not [p for p in (table / ".staging").rglob("*") if p.is_file()]
+
+
+def test_a_batch_larger_than_the_drivers_memory_goes_through_the_executors(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Nothing is collected to the driver: with a 512 MiB driver (local mode: executors
+    are threads of the driver's JVM) and spark.driver.maxResultSize at 1 MiB, one batch of
+    about 600 MB of records is read, transformed and written to Delta."""
+    from deltalake import DeltaTable
+
+    records, per_partition = FilesInput(tmp_path / "log", "big", 2), 300_000
+    pad = "x" * 1000
+    for p in range(2):
+        for start in range(0, per_partition, 50_000):
+            records.append(p, [{"user": f"u{(start + i) % 9}", "pad": pad} for i in range(50_000)])
+    size = sum(f.stat().st_size for f in (tmp_path / "log" / "big").iterdir())
+    assert size > 600 * 10**6
+    table = tmp_path / "table"
+    env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory 512m --conf spark.driver.maxResultSize=1m "
+                                  f"--driver-java-options '{SPARK_TEST_JVM}' pyspark-shell"}  # fmt: skip
+    args = ["--bootstrap", coordinator.bootstrap, "--group", "big", "--topic", "big",
+            "--source", records.source, "--table", str(table), "--max-records", "1000000"]  # fmt: skip
+    big = SparkApp("big", SCRIPT, args, tmp_path, env=env)
+    try:
+        wait_until(lambda: big.alive() and ": done (600000 records)" in big.log(), 600,
+                   "the one batch written", poll=1)  # fmt: skip
+    finally:
+        big.stop()
+    read = DeltaTable(str(table)).to_pyarrow_table(columns=["partition", "offset"])
+    assert read.num_rows == 2 * per_partition
+    assert committed(coordinator, "big", "big") == {0: per_partition, 1: per_partition}
