@@ -193,17 +193,20 @@ def wait_for(what: str, timeout: float, check: Callable[[], Any], poll: float = 
 
 
 class App:
-    """examples/spark/clickcount.py in its own process group (its JVM goes with it)."""
+    """An example application (examples/spark/clickcount.py unless `script` says another,
+    writing where `output` says) in its own process group (its JVM goes with it)."""
 
     def __init__(self, name: str, source: str, *, bootstrap: str, group: str, topic: str,
-                 work: Path, args: argparse.Namespace, env: Mapping[str, str]) -> None:  # fmt: skip
+                 work: Path, args: argparse.Namespace, env: Mapping[str, str],
+                 script: Path | None = None, output: list[str] | None = None) -> None:  # fmt: skip
         self.name = name
         self.log_path = work / f"{name}.log"
         self.started = time.monotonic()
+        output = output or ["--output", str(work / f"out-{group}")]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, str(CLICKCOUNT), "--bootstrap", bootstrap, "--group", group,
-                 "--topic", topic, "--source", source, "--output", str(work / f"out-{group}"),
+                [sys.executable, str(script or CLICKCOUNT), "--bootstrap", bootstrap,
+                 "--group", group, "--topic", topic, "--source", source, *output,
                  "--name", name, "--master", args.master,
                  "--max-records", str(args.max_records),
                  "--session-timeout-ms", str(args.session_timeout_ms),

@@ -233,7 +233,10 @@ class App:
             [sys.executable, str(ROOT / "examples/spark/clicks_to_delta.py"),
              "--bootstrap-server", bootstrap, "--group", GROUP, "--topic", TOPIC,
              "--source", f"files:{work / 'log'}", "--table", str(work / "table"),
-             "--name", name, "--session-timeout-ms", str(session_ms), "--max-records", "500"],
+             "--name", name, "--session-timeout-ms", str(session_ms), "--max-records", "500",
+             # A batch in flight keeps its partitions through a rebalance: only the moved
+             # ones wait for it.
+             "--assignor", "cooperative-sticky"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
             # Spark's scratch space inside the demo's directory: a killed app leaves its
             # block manager's files behind, and they go with the directory.
@@ -398,7 +401,9 @@ def compare(work: Path, ends: dict[int, int], offsets: dict[int, int]) -> None:
 
 
 def cg_is(kube: Kube, members: int, *, newer_than: int = -1) -> Callable[[], dict[str, Any] | None]:
-    """A check: the group Stable and Ready with `members`, in a generation > newer_than."""
+    """A check: the group Stable and Ready with `members` and every partition assigned (a
+    cooperative rebalance's first round may end with some unassigned), in a generation >
+    newer_than."""
 
     def check() -> dict[str, Any] | None:
         s = kube.status("cg", GROUP)
@@ -406,6 +411,7 @@ def cg_is(kube: Kube, members: int, *, newer_than: int = -1) -> Callable[[], dic
             s.get("state") == "Stable"
             and s.get("memberCount") == members
             and s.get("generation", -1) > newer_than
+            and s.get("partitions", {}).get("assigned") == PARTITIONS  # a cooperative round ends
             and ready(s).get("status") == "True"
         )
         return s if ok else None

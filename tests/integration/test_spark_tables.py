@@ -50,7 +50,8 @@ def app(coordinator: Coordinator, name: str, records: Input, table: Path, tmp: P
         *extra: str, submit: bool = False) -> SparkApp:  # fmt: skip
     args = ["--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", records.topic,
             "--source", records.source, "--table", str(table),
-            "--session-timeout-ms", str(SESSION_MS), "--max-records", "400", *extra]  # fmt: skip
+            "--session-timeout-ms", str(SESSION_MS), "--max-records", "400",
+            "--assignor", "cooperative-sticky", "--partition-check-interval-s", "5", *extra]  # fmt: skip
     return SparkApp(name, SCRIPT, args, tmp, submit=submit)
 
 
@@ -123,7 +124,7 @@ def test_three_apps_write_a_delta_table_once_from_a_secured_growing_kafka_topic(
         feeder.count = 6
         wait_until(lambda: [a.alive() for a in apps]
                    and set(committed(coordinator, "clicks", "clicks")) == set(range(6)),
-                   120, "the new partitions read", poll=1)  # fmt: skip
+                   240, "the new partitions read", poll=1)  # fmt: skip
 
         wait_until(lambda: "plan committed; writing" in apps[0].log(), 60, "app0 writing",
                    poll=0.005)  # fmt: skip

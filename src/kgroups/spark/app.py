@@ -61,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="partition assignor (repeat for several; default: range, cooperative-sticky, "
         "as Java; only cooperative-sticky alone rebalances cooperatively)",
     )  # fmt: skip
+    parser.add_argument(
+        "--partition-check-interval-s", type=float, default=30.0,
+        help="how often the source's partition count is compared with the coordinator's "
+        "(a topic grown in Kafka is grown on the coordinator)",
+    )  # fmt: skip
     parser.add_argument("--max-records", type=int, default=10_000,
                         help="records per partition per micro-batch, at most")  # fmt: skip
     parser.add_argument(
@@ -151,6 +156,7 @@ def run(args: argparse.Namespace, spark: Any, source: Source, **pipeline: Any) -
         cancel=spark.sparkContext.cancelAllJobs, session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=heartbeat, rebalance_timeout_ms=rebalance,
         metrics=args.metrics, security=security, **assignors, **pipeline,
+        partition_check_interval=args.partition_check_interval_s,
     )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: running.stop())
     signal.signal(signal.SIGINT, lambda *_: running.stop())

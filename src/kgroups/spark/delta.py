@@ -111,5 +111,15 @@ class DeltaSink:
         snapshot = delta_log.update(False, none, none)
         if snapshot.version() < 0:  # no table yet
             return None
+        # The version's checksum file lists the app ids, as Delta's own writer reads them;
+        # without one, the table's state is rebuilt (a Spark job: seconds).
+        known = snapshot.setTransactionsIfKnown()
+        if known.isDefined():
+            transactions = known.get()
+            for i in range(transactions.size()):
+                txn = transactions.apply(i)
+                if txn.appId() == app_id:
+                    return int(txn.version())
+            return None
         found = snapshot.transactions().get(app_id)
         return int(found.get()) if found.isDefined() else None

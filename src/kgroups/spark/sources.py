@@ -176,8 +176,6 @@ class KafkaSource:
             self._consumer = None
 
     def read(self, topic: str, ranges: Ranges) -> DataFrame:
-        from pyspark.sql import functions as f
-
         start = {topic: {str(p): r[0] for p, r in ranges.items()}}
         end = {topic: {str(p): r[1] for p, r in ranges.items()}}
         reader = self.spark.read.format("kafka")
@@ -192,15 +190,22 @@ class KafkaSource:
             .option("failOnDataLoss", "true")
             .load()
         )
-        return frame.select(
-            f.col("topic"),
-            f.col("partition").cast("int"),
-            f.col("offset"),
-            f.col("key").cast("string"),
-            f.col("value").cast("string"),
-            f.col("timestamp"),
-            f.col("headers"),
-        )
+        return kafka_columns(frame)
+
+
+def kafka_columns(frame: DataFrame) -> DataFrame:
+    """Spark's Kafka source's rows as a transform gets them: key and value as UTF-8 text."""
+    from pyspark.sql import functions as f
+
+    return frame.select(
+        f.col("topic"),
+        f.col("partition").cast("int"),
+        f.col("offset"),
+        f.col("key").cast("string"),
+        f.col("value").cast("string"),
+        f.col("timestamp"),
+        f.col("headers"),
+    )
 
 
 # -- the file log as a Spark Python data source -----------------------------------------
