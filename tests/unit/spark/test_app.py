@@ -1,0 +1,50 @@
+"""The command line every example Spark application shares (`kgroups.spark.app`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from kgroups.spark import app
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return app.add_arguments(argparse.ArgumentParser()).parse_args(
+        ["--bootstrap", "h:1", "--group", "g", "--topic", "t", "--source", "kafka:k:9", *argv]
+    )
+
+
+def test_kafka_options_come_from_a_properties_file_and_the_command_line(tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "# the cluster's TLS\n"
+        "security.protocol = SASL_SSL\n"
+        "! a comment too, as in Java properties\n\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="a" password="b=c";\n'
+    )
+    args = parse("--kafka-options-file", str(props), "--kafka-option", "sasl.mechanism=SCRAM-SHA-512",
+                 "--kafka-option", "security.protocol=SSL")  # fmt: skip
+    assert app.kafka_options(args) == {
+        "security.protocol": "SSL",  # the command line wins over the file
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="a" password="b=c";',
+    }
+
+
+def test_a_kafka_option_without_a_value_or_a_source_without_a_place_is_refused() -> None:
+    with pytest.raises(SystemExit, match="NAME=VALUE"):
+        app.kafka_options(parse("--kafka-option", "security.protocol"))
+    with pytest.raises(SystemExit, match="files:DIR or kafka:HOST:PORT"):
+        app.source(None, parse("--source", "kafka:"))
+
+
+def test_defaults_are_kafkas() -> None:
+    args = parse()
+    assert (args.session_timeout_ms, args.auto_offset_reset, args.max_records) == (
+        45_000, "earliest", 10_000,
+    )  # fmt: skip
+    assert args.partition_check_interval_s == 30.0
