@@ -461,14 +461,19 @@ class BatchLoop:
         sink = self.sink
         if isinstance(sink, IdempotentSink):
             planned: dict[str, MicroBatch] = {}
+            waiting: dict[str, list[int]] = {}
+            """Per planned batch, the partitions whose end is not committed: only those
+            are committed once it is written (another partition of the batch may have
+            been read on past it by its owner since)."""
             for p in partitions:
                 record = decode(metadata.get(p))
                 if record is None or record.kind != "plan" or p not in record.batch.offsets:
                     continue
                 if offsets[p] == record.batch.offsets[p][0]:  # planned, end not committed
                     planned[record.batch.id] = record.batch
+                    waiting.setdefault(record.batch.id, []).append(p)
             for batch in sorted(planned.values(), key=lambda b: (b.generation, b.lane)):
-                mine = [p for p in batch.partitions if p in offsets]
+                mine = waiting[batch.id]
                 log.info("%s: generation %d: writing planned batch %s again (%s's)",
                          self.name, generation, batch.id, batch.member)  # fmt: skip
                 if not await self._write(sink, batch):
