@@ -73,7 +73,7 @@ class DeltaSink:
             if reserved in self.options:
                 raise ValueError(f"{reserved} is set by kgroups for every batch")
 
-    def write(self, batch: MicroBatch, frame: Any) -> None:
+    def write(self, batch: MicroBatch, frame: Any) -> bool:
         """Skips at once (no Spark job) a batch the table holds already; otherwise writes,
         and Delta's own check decides a race with another writer of the batch."""
         for attempt in range(RETRIES):
@@ -81,7 +81,7 @@ class DeltaSink:
             if latest is not None and latest >= batch.version:
                 log.info("batch %s: in the table already (%s at version %d): skipped",
                          batch.id, batch.app_id, latest)  # fmt: skip
-                return
+                return False
             writer = (
                 frame.write.format("delta").mode("append").options(**self.options)
                 .option("txnAppId", batch.app_id).option("txnVersion", str(batch.version))
@@ -90,13 +90,14 @@ class DeltaSink:
                 writer = writer.partitionBy(*self.partition_by)
             try:
                 writer.save(self.path)
-                return
+                return True
             except Exception as exc:
                 conflict = next((name for name in CONFLICTS if name in str(exc)), None)
                 if conflict is None or attempt == RETRIES - 1:
                     raise
                 log.info("batch %s: another writer committed first (%s); looking again",
                          batch.id, conflict)  # fmt: skip
+        return False  # not reached: the last attempt raises
 
     def written(self, app_id: str) -> int | None:
         """From the table's log, as Delta's writer reads it (DeltaLog's snapshot)."""

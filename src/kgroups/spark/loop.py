@@ -365,15 +365,29 @@ class BatchLoop:
             return Progress(batch.generation, [batch])
         return self._done(batch)
 
-    async def _write(self, sink: IdempotentSink, batch: MicroBatch) -> bool:
-        """Write the batch; False if it failed because the partitions were lost (a failure
-        otherwise is the application's, and raises)."""
+    async def _write(self, sink: IdempotentSink, batch: MicroBatch, *, again: bool = False) -> bool:
+        """Write the batch (`again`: someone else's plan); False if it failed because the
+        partitions were lost (a failure otherwise is the application's, and raises).
+
+        The sink skipping this member's own new batch, which nobody else can have written
+        while the member kept its generation, means another batch had its app id and
+        version: its records would be lost, so the pipeline stops instead."""
         try:
-            await self.blocking(lambda: sink.write(batch, self._frame(batch)))
+            wrote = await self.blocking(lambda: sink.write(batch, self._frame(batch)))
         except Exception:
             if not self._lost:
                 raise
             return False
+        if (
+            not wrote
+            and not again
+            and not self._lost
+            and self.member.generation == batch.generation
+        ):
+            raise PipelineError(
+                f"{self.name}: the sink skipped batch {batch.id}, planned and not yet written by "
+                f"anyone else: another batch wrote {batch.app_id} at version {batch.version}"
+            )
         return True
 
     async def _check_new_app_id(self, sink: IdempotentSink, batch: MicroBatch) -> None:
@@ -476,7 +490,7 @@ class BatchLoop:
                 mine = waiting[batch.id]
                 log.info("%s: generation %d: writing planned batch %s again (%s's)",
                          self.name, generation, batch.id, batch.member)  # fmt: skip
-                if not await self._write(sink, batch):
+                if not await self._write(sink, batch, again=True):
                     return
                 done = batch.encode("done")
                 ends = {p: OffsetAndMetadata(batch.offsets[p][1], done) for p in mine}

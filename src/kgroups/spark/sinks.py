@@ -50,10 +50,10 @@ class StagedSink(Protocol):
 
 @runtime_checkable
 class IdempotentSink(Protocol):
-    def write(self, batch: MicroBatch, frame: Any) -> None:
+    def write(self, batch: MicroBatch, frame: Any) -> bool:
         """Write the batch's output, at most once per (batch.app_id, batch.version):
         writing a batch again, or one whose version is not above the latest written
-        for its app id, changes nothing."""
+        for its app id, changes nothing. False when it changed nothing."""
         ...
 
     def written(self, app_id: str) -> int | None:

@@ -69,18 +69,18 @@ class Writer:
         self.after: Callable[[MicroBatch], None] = lambda batch: None
         self.batches: list[MicroBatch] = []
 
-    def write(self, batch: MicroBatch, frame: Any) -> None:
+    def write(self, batch: MicroBatch, frame: Any) -> bool:
         self.before(batch)
         rows = list(frame)
         self.batches.append(batch)
         latest = self.table.versions.get(batch.app_id)
-        if latest is not None and batch.version <= latest:
-            self.table.history.append((self.member, batch.id, "skipped"))
-        else:
+        wrote = latest is None or batch.version > latest
+        if wrote:
             self.table.versions[batch.app_id] = batch.version
             self.table.rows.extend(rows)
-            self.table.history.append((self.member, batch.id, "written"))
+        self.table.history.append((self.member, batch.id, "written" if wrote else "skipped"))
         self.after(batch)
+        return wrote
 
     def written(self, app_id: str) -> int | None:
         return self.table.versions.get(app_id)
@@ -363,5 +363,29 @@ def test_writing_a_plan_again_commits_only_the_partitions_still_waiting_for_it(
         await until(lambda: len(heir.member.assignment) == PARTITIONS, 3 * SESSION, "all four")
         await run_until(heir, committed_everywhere(world, 45), "everything read")
         assert table.exactly_once(45)
+
+    world.play(scenario)
+
+
+def test_a_new_batch_the_table_skips_stops_the_pipeline_instead_of_losing_it(
+    tmp_path: Path,
+) -> None:
+    """Nobody else writes a member's new batch while it keeps its generation, so a skip
+    means another batch had the same app id and version: its records would be lost."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        loop = pipeline(world, "m", log, table, max_records=10)
+        await loop.start(timeout=30)
+        while not table.rows:
+            await loop.run_once()
+        [first] = writer(loop).batches
+        table.versions[first.app_id] = 10**6  # as if another batch had taken the version
+        with pytest.raises(PipelineError, match="another batch wrote"):
+            await asyncio.wait_for(loop.run(), 10)
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 10)  # not past it
+        await loop.close()
 
     world.play(scenario)
