@@ -13,8 +13,12 @@ directory.
 A crash mid-publish leaves some files moved and some staged: whoever owns one of the
 batch's partitions next moves the rest (`recover`), since the commit names the directory
 and a file is either still staged or already published. A staging directory that exists
-no more was published completely. Readers can see a batch partly published while the
-files are moved (a few renames); each file appears once and whole.
+no more was published completely. Staging that no commit names (a refused or a crashed
+batch) is deleted by the member that staged it, at its next generation, or by whoever
+owns the lane once it is a day old: never another member's recent staging, which may be
+the lane's current owner's batch while the one sweeping is a zombie. Readers can see a
+batch partly published while the files are moved (a few renames); each file appears
+once and whole.
 
 Exactly once holds where `rename` of a file is atomic and a directory listing is
 consistent: a local or network POSIX filesystem shared by the members (NFS, a
@@ -28,6 +32,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,8 @@ from kgroups.files import fsync_dir
 from kgroups.spark.batches import MicroBatch, decode
 
 STAGING = ".staging"
+STALE_S = 24 * 3600.0
+"""Staging older than this is deleted by whoever owns its lane (a crashed member's)."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SKIP = ("_SUCCESS", "._SUCCESS.crc")
 
@@ -86,11 +93,11 @@ class DirectorySink:
     def discard(self, batch: MicroBatch) -> None:
         shutil.rmtree(self.staging / self.staged_dir(batch), ignore_errors=True)
 
-    def recover(self, topic: str, partition: int, metadata: str | None) -> None:
+    def recover(self, topic: str, partition: int, metadata: str | None, member: str) -> None:
         record = decode(metadata)
         if record is not None and record.kind == "staged" and record.where:
             self.publish_dir(record.where)
-        self.sweep(topic, partition)
+        self.sweep(topic, partition, member)
 
     # -- the filesystem work --------------------------------------------------------------------
 
@@ -120,15 +127,20 @@ class DirectorySink:
         shutil.rmtree(root, ignore_errors=True)
         return moved
 
-    def sweep(self, topic: str, partition: int) -> int:
-        """Delete the lane's staged directories (none is named by a commit any more: the
-        named one was published first); returns how many."""
+    def sweep(self, topic: str, partition: int, member: str, *, now: float | None = None) -> int:
+        """Delete what `member` staged in the lane, and what anyone staged there more than
+        `STALE_S` ago; returns how many. Never another member's recent staging: it may be
+        the current owner's batch between stage and publish, and the one sweeping may be
+        a zombie that has not heard yet that the lane is no longer its own."""
         lane = self.staging / _SAFE.sub("_", topic) / str(partition)
         if not lane.is_dir():
             return 0
+        mine = f".{_SAFE.sub('_', member)}"
+        stale = (time.time() if now is None else now) - STALE_S
         removed = 0
         for path in lane.iterdir():
             with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(path)
-                removed += 1
+                if path.name.endswith(mine) or path.stat().st_mtime < stale:
+                    shutil.rmtree(path)
+                    removed += 1
         return removed

@@ -502,7 +502,7 @@ class BatchLoop:
 
             def roll_forward() -> None:
                 for p in partitions:
-                    staged.recover(self.topic, p, metadata.get(p))
+                    staged.recover(self.topic, p, metadata.get(p), self.name)
 
             await self.blocking(roll_forward)
         held = await self.blocking(lambda: self.source.offsets(self.topic, partitions))

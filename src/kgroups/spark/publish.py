@@ -17,8 +17,9 @@ generation. Its output becomes visible in three steps:
 
 At the start of a generation the committed metadata is final for every earlier
 generation (their commits can no longer be accepted), so the new owner rolls forward the
-named batch and then sweeps every other staged file of the partition: what remains there
-is output whose commit was refused or never sent.
+named batch and then sweeps what it staged itself there earlier (and anything a day
+old): output whose commit was refused or never sent. Another member's recent file is
+left alone: it may be the current owner's, and the one sweeping a zombie.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import contextlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,8 @@ from kgroups.files import fsync_dir, write_atomically
 
 STAGING = ".staging"
 METADATA_VERSION = 1
+STALE_S = 24 * 3600.0
+"""Staged files older than this are deleted by whoever owns the partition."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -108,7 +112,9 @@ class Outbox:
         fsync_dir(self.output)
         return published
 
-    def roll_forward(self, topic: str, partition: int, metadata: str | None) -> Path | None:
+    def roll_forward(
+        self, topic: str, partition: int, metadata: str | None, member: str
+    ) -> Path | None:
         """At the start of a generation: publish the committed batch if it is not yet,
         then sweep the partition's other staged files (refused or never committed)."""
         published = None
@@ -116,19 +122,24 @@ class Outbox:
             doc = _parse(metadata, required=False)
             if doc is not None:
                 published = self.publish(metadata)
-        self.sweep(topic, partition)
+        self.sweep(topic, partition, member)
         return published
 
-    def sweep(self, topic: str, partition: int) -> int:
-        """Delete the partition's staged files; returns how many."""
+    def sweep(self, topic: str, partition: int, member: str, *, now: float | None = None) -> int:
+        """Delete the partition's files staged by `member`, and anyone's older than a day;
+        returns how many. Never another member's recent file: it may be the current
+        owner's batch between stage and publish (and the one sweeping a zombie)."""
         directory = self.staging / topic / str(partition)
         if not directory.is_dir():
             return 0
+        mine = f".{_SAFE.sub('_', member)}.json"
+        stale = (time.time() if now is None else now) - STALE_S
         removed = 0
         for path in directory.iterdir():
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-                removed += 1
+                if path.name.endswith(mine) or path.stat().st_mtime < stale:
+                    path.unlink()
+                    removed += 1
         return removed
 
 

@@ -42,9 +42,10 @@ class StagedSink(Protocol):
         """The commit was refused: delete what `stage` wrote."""
         ...
 
-    def recover(self, topic: str, partition: int, metadata: str | None) -> None:
+    def recover(self, topic: str, partition: int, metadata: str | None, member: str) -> None:
         """At the start of a generation, for each owned partition: publish what its
-        committed `metadata` names, then delete the partition's other staged output."""
+        committed `metadata` names, then delete what `member` staged there before (and
+        anyone's stale output), never another member's recent staging."""
         ...
 
 
@@ -93,5 +94,5 @@ class OutboxSink:
         for b in self.parts(batch):
             self.outbox.discard(b)
 
-    def recover(self, topic: str, partition: int, metadata: str | None) -> None:
-        self.outbox.roll_forward(topic, partition, metadata)
+    def recover(self, topic: str, partition: int, metadata: str | None, member: str) -> None:
+        self.outbox.roll_forward(topic, partition, metadata, member)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -101,21 +103,31 @@ def test_publishing_moves_the_staged_files_in_place_once(tmp_path: Path) -> None
     target = sink.path / first.relative_to(staged)
     target.parent.mkdir(parents=True)
     first.rename(target)
-    sink.recover("clicks", 1, metadata[1])  # the next owner of partition 1 finishes it
+    sink.recover("clicks", 1, metadata[1], "b")  # the next owner of partition 1 finishes it
     assert table_rows(sink.path) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
     assert sorted(p.name for p in sink.path.iterdir()) == [STAGING, "partition=0", "partition=1"]
     assert not staged.exists()
     assert sink.publish_dir(sink.staged_dir(batch)) == 0  # published already: nothing moves
-    sink.recover("clicks", 0, metadata[0])
+    sink.recover("clicks", 0, metadata[0], "c")
     assert table_rows(sink.path) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]
 
 
 def test_recovery_sweeps_what_no_commit_names_and_refuses_paths_outside(tmp_path: Path) -> None:
     sink = DirectorySink(f"file://{tmp_path}/t")
+    lane = sink.staging / "clicks" / "2"
     refused = MicroBatch.of("clicks", {2: (0, 5)}, 3, "zombie")
     sink.stage(refused, Frame([(2, o) for o in range(5)]))
-    sink.recover("clicks", 2, None)
-    assert table_rows(sink.path) == [] and not any((sink.staging / "clicks" / "2").iterdir())
+    # Another member's recent staging may be the lane's current owner's (and the one
+    # recovering a zombie): left alone; a day old, it goes; its own goes at once.
+    sink.recover("clicks", 2, None, "other")
+    assert [p.name for p in lane.iterdir()] == [sink.staged_dir(refused).split("/")[-1]]
+    stale = time.time() - 2 * 24 * 3600
+    os.utime(lane / sink.staged_dir(refused).split("/")[-1], (stale, stale))
+    sink.recover("clicks", 2, None, "other")
+    assert not any(lane.iterdir())
+    sink.stage(refused, Frame([(2, o) for o in range(5)]))
+    sink.recover("clicks", 2, None, "zombie")
+    assert table_rows(sink.path) == [] and not any(lane.iterdir())
     with pytest.raises(ValueError, match="outside"):
         sink.publish_dir("../../etc")
     with pytest.raises(ValueError, match="use DeltaSink"):
