@@ -261,6 +261,12 @@ class GroupMember:
         """The fatal error, once the member has failed."""
         return self._fatal
 
+    @property
+    def proven_since(self) -> float | None:
+        """When (on the event loop's clock) the last request was sent whose answer proved
+        the coordinator still counted this member in its generation."""
+        return self._alive_since
+
     async def start(self, timeout: float | None = None) -> None:
         """Start joining and wait until the member holds its first assignment."""
         if not self._tasks:

@@ -378,17 +378,28 @@ class BatchLoop:
             if not self._lost:
                 raise
             return False
-        if (
-            not wrote
-            and not again
-            and not self._lost
-            and self.member.generation == batch.generation
-        ):
+        if not wrote and not again and await self._still_owner(batch):
             raise PipelineError(
                 f"{self.name}: the sink skipped batch {batch.id}, planned and not yet written by "
                 f"anyone else: another batch wrote {batch.app_id} at version {batch.version}"
             )
         return True
+
+    async def _still_owner(self, batch: MicroBatch) -> bool:
+        """Whether the member still holds the batch's generation, proven by an answer to a
+        request sent from now on (a zombie waking up learns otherwise within a heartbeat
+        or two); False when that cannot be proven within the session timeout."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = now + self.member.session_timeout_ms / 1000
+        while loop.time() < deadline:
+            if self._lost or self.member.generation != batch.generation:
+                return False
+            proven = self.member.proven_since
+            if proven is not None and proven > now:
+                return True
+            await asyncio.sleep(0.05)
+        return False
 
     async def _check_new_app_id(self, sink: IdempotentSink, batch: MicroBatch) -> None:
         """A sink holding a version at or above a new batch's would skip it silently: that
