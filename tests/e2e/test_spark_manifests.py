@@ -25,3 +25,18 @@ def test_the_spark_members_example_passes_a_server_side_dry_run(
         assert f"{created} created (server dry run)" in result.stdout, result.stdout
     # A dry run leaves nothing behind.
     assert not controlplane.exists("deployment", "clicks-spark", namespace=namespace)
+
+
+def test_the_delta_example_passes_a_server_side_dry_run(
+    controlplane: ControlPlane, namespace: str
+) -> None:
+    result = controlplane.kubectl(
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-f",
+        str(ROOT / "examples/k8s/spark-delta.yaml"),
+    )
+    for created in ("consumergroup.kgroups.io/clicks-delta", "deployment.apps/clicks-delta"):
+        assert f"{created} created (server dry run)" in result.stdout, result.stdout

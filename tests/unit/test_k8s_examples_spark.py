@@ -27,8 +27,11 @@ EXAMPLE = ROOT / "examples" / "k8s" / "spark-members.yaml"
 DOCKERFILE = ROOT / "examples" / "k8s" / "Dockerfile.spark"
 
 
-def documents() -> dict[tuple[str, str], dict[str, Any]]:
-    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+DELTA = ROOT / "examples" / "k8s" / "spark-delta.yaml"
+
+
+def documents(example: Path = EXAMPLE) -> dict[tuple[str, str], dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(example.read_text()) if d]
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
@@ -48,9 +51,9 @@ def expand(args: list[str], env: list[dict[str, Any]], pod_name: str) -> list[st
     return [re.sub(r"\$\((\w+)\)", lambda m: values.get(m[1], m[0]), a) for a in args]
 
 
-def clickcount() -> ModuleType:
+def clickcount(script: str = "clickcount.py") -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        "clickcount_example", ROOT / "examples" / "spark" / "clickcount.py"
+        f"{script.removesuffix('.py')}_example", ROOT / "examples" / "spark" / script
     )
     assert spec is not None
     assert spec.loader is not None
@@ -63,8 +66,9 @@ class Accepted(Exception):
     """clickcount.main got as far as building its Spark session."""
 
 
-def parse(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Any:
-    """clickcount's own parsing and checks of `argv` under `env`; stops before Spark."""
+def parse(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+          script: str = "clickcount.py") -> Any:  # fmt: skip
+    """The example's own parsing and checks of `argv` under `env`; stops before Spark."""
     import pyspark.sql
 
     parsed: list[argparse.Namespace] = []
@@ -86,7 +90,7 @@ def parse(argv: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(Accepted):
-        clickcount().main(argv)
+        clickcount(script).main(argv)
     return parsed[-1]
 
 
@@ -190,3 +194,31 @@ def test_the_demo_writer_fills_the_file_log_the_members_read(tmp_path: Path) -> 
         f"{p}.jsonl" for p in range(partitions)
     ]
     assert all(isinstance(r["user"], str) for r in log.read("clicks", 0, 0, 100))
+
+
+def test_the_delta_pods_command_line_is_accepted_by_clicks_to_delta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs, shared = documents(DELTA), documents()
+    spec = docs[("Deployment", "clicks-delta")]["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert container["command"] == ["python", "examples/spark/clicks_to_delta.py"]
+    args = parse(expand(container["args"], container["env"], "clicks-delta-5c4b-xyz12"),
+                 {v["name"]: v["value"] for v in container["env"] if "value" in v},
+                 monkeypatch, "clicks_to_delta.py")  # fmt: skip
+    assert (
+        args.group == "clicks-delta" == docs[("ConsumerGroup", "clicks-delta")]["metadata"]["name"]
+    )
+    assert [args.topic] == docs[("ConsumerGroup", "clicks-delta")]["spec"]["topics"]
+    assert ("Topic", args.topic) in shared  # spark-members.yaml's
+    assert (args.table, args.format, args.source) == (
+        "/data/clicks-table",
+        "delta",
+        "files:/data/log",
+    )
+    assert args.assignor == ["cooperative-sticky"] and args.name == "clicks-delta-5c4b-xyz12"
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    claim = volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"]
+    assert ("PersistentVolumeClaim", claim) in shared
+    assert container["image"] == pod("clicks-spark")["containers"][0]["image"]
