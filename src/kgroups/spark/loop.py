@@ -270,7 +270,9 @@ class BatchLoop:
         known = self.growth.source_count if self.growth else None
         mine = sorted(tp.partition for tp in owned if tp.topic == self.topic
                       and (known is None or tp.partition < known))  # fmt: skip
-        if generation != self.generation:
+        # A new generation, or partitions the source did not know when it began (its view
+        # of a topic just grown lagged): where to start comes from the group.
+        if generation != self.generation or not self.positions.keys() >= set(mine):
             try:
                 await self._recover(generation, mine)
             except (CoordinatorUnavailable, RebalanceInProgressError) as exc:

@@ -28,7 +28,7 @@ class Source(Log):
 
     def __init__(self, end: int, partitions: int = PARTITIONS, base_ms: int = 0) -> None:
         super().__init__(end)
-        self.count = partitions
+        self.count = PARTITIONS  # what Log holds; grown below
         self.base_ms = base_ms
         self.asked: list[int] = []
         self.grow(partitions, end)
@@ -49,10 +49,15 @@ class Source(Log):
         return {p: (max(at, 0) if at < self.end[p] else None) for p in partitions}
 
 
-def committed(world: World, partitions: int) -> dict[int, int | None]:
+def committed(world: World, partitions: int, topic: str = TOPIC) -> dict[int, int | None]:
     rows = world.store.rows.rows
-    return {p: (r.value.offset if (r := rows.get(("offset", "g", TOPIC, p))) else None)  # type: ignore[union-attr]
+    return {p: (r.value.offset if (r := rows.get(("offset", "g", topic, p))) else None)  # type: ignore[union-attr]
             for p in range(partitions)}  # fmt: skip
+
+
+def six_pipeline(world: World, source: Source) -> Any:
+    """A pipeline on topic "six", checking the source's partitions every second."""
+    return world.pipeline("m", source, Spark(), partition_check_interval=1.0, topic="six")
 
 
 def test_a_topic_that_grows_in_the_source_grows_on_the_coordinator_and_is_read(
@@ -156,3 +161,29 @@ def test_a_coordinator_that_cannot_grow_is_reported_once_and_the_group_goes_on(
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and "TOPIC_AUTHORIZATION_FAILED" in said[0], said
     assert admin.calls == 6 and not growth.due(12.0) and growth.due(15.0)  # look, re-look
+
+
+def test_partitions_the_source_did_not_know_yet_are_read_once_it_does(tmp_path: Path) -> None:
+    """The coordinator's topic has six partitions, the source's metadata four (a Kafka
+    client's view lags a topic just grown): partitions 4 and 5 wait, then are read from
+    where the group left them once the source knows them, in the same generation."""
+    world = World(tmp_path)
+    world.store.create_topic("six", 6)
+    source = Source(end=20, partitions=6)
+    source.count = 4  # what the source says for now
+
+    async def scenario() -> None:
+        loop = six_pipeline(world, source)
+        await loop.start(timeout=30)
+        runner = asyncio.create_task(loop.run())
+        await until(lambda: committed(world, 6, "six") == {0: 20, 1: 20, 2: 20, 3: 20, 4: None,
+                                                          5: None}, 30, "four read")  # fmt: skip
+        generation = loop.member.generation
+        source.count = 6
+        await until(lambda: committed(world, 6, "six") == dict.fromkeys(range(6), 20), 30,
+                    "the other two read")  # fmt: skip
+        assert loop.member.generation == generation and loop.member.error is None
+        loop.stop()
+        await runner
+
+    world.play(scenario)

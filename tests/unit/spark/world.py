@@ -119,10 +119,11 @@ class World:
         """A pipeline publishing to the JSON outbox in `out`, unless `options` give
         another sink (and its transform)."""
         self.wires[name] = []
+        topic = options.pop("topic", TOPIC)
         if "sink" not in options:
             options |= {"process": spark.process, "output": str(self.out)}
         return BatchLoop(
-            bootstrap=ADDRESS, group="g", topic=TOPIC, source=source, name=name,
+            bootstrap=ADDRESS, group="g", topic=topic, source=source, name=name,
             auto_offset_reset=reset, poll_interval=0.2,
             cancel=spark.cancel, blocking=spark.blocking, assignors=[assignor],
             max_records=max_records,
