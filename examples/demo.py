@@ -233,7 +233,7 @@ class App:
             [sys.executable, str(ROOT / "examples/spark/clicks_to_delta.py"),
              "--bootstrap-server", bootstrap, "--group", GROUP, "--topic", TOPIC,
              "--source", f"files:{work / 'log'}", "--table", str(work / "table"),
-             "--name", name, "--session-timeout-ms", str(session_ms), "--max-records", "500",
+             "--name", name, "--session-timeout-ms", str(session_ms), "--max-records", "5000",
              # A batch in flight keeps its partitions through a rebalance: only the moved
              # ones wait for it.
              "--assignor", "cooperative-sticky"],
@@ -582,7 +582,7 @@ def run(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack) -> No
     ends = FileLog(work / "log").end_offsets(TOPIC, range(PARTITIONS))
     note(f"the log ends at {ends} ({sum(ends.values())} clicks)")
     wait_for(
-        "the committed offsets to reach the log's end", 180, lambda: committed(port) == ends, poll=1
+        "the committed offsets to reach the log's end", 300, lambda: committed(port) == ends, poll=1
     )
     offsets = committed(port)
     note("caught up: every partition's committed offset is its end")

@@ -50,7 +50,7 @@ def app(coordinator: Coordinator, name: str, records: Input, table: Path, tmp: P
         *extra: str, submit: bool = False) -> SparkApp:  # fmt: skip
     args = ["--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", records.topic,
             "--source", records.source, "--table", str(table),
-            "--session-timeout-ms", str(SESSION_MS), "--max-records", "400",
+            "--session-timeout-ms", str(SESSION_MS), "--max-records", "2000",
             "--assignor", "cooperative-sticky", "--partition-check-interval-s", "5", *extra]  # fmt: skip
     return SparkApp(name, SCRIPT, args, tmp, submit=submit)
 
@@ -71,7 +71,7 @@ def rows_once(rows: list[tuple[int, int, Any, Any, Any]], expected: dict[Any, An
 def caught_up(coordinator: Coordinator, records: Input, apps: list[SparkApp]) -> dict[int, int]:
     ends = records.ends()
     wait_until(lambda: [a.alive() for a in apps]
-               and committed(coordinator, "clicks", records.topic) == ends, 240,
+               and committed(coordinator, "clicks", records.topic) == ends, 360,
                "the committed offsets to reach the end of the input", poll=2)  # fmt: skip
     return ends
 
