@@ -265,6 +265,36 @@ def follow(watch: Watch, group: str, topic: str, partitions: int, total: int,
         time.sleep(POLL)
 
 
+def kill_one(watch: Watch, apps: list[App], group: str, topic: str,
+             partitions: int) -> tuple[App, float, float]:  # fmt: skip
+    """SIGKILL the first of `apps` (it leaves the list); seconds from the kill until the
+    group is Stable in a newer generation and until the survivors have committed progress
+    on every partition it owned."""
+    view = watch.group(group)
+    victim = apps.pop(0)
+    owned = next(m.assignment[topic] for m in view.members if m.client_id == victim.name)
+    victim.signal(signal.SIGKILL)
+    killed = time.monotonic()
+    victim.proc.wait()
+    before = watch.committed(group, topic, partitions)
+    new_generation = None
+    while True:
+        now_view = watch.group(group)
+        if (
+            new_generation is None
+            and now_view.generation > view.generation
+            and (now_view.state == "Stable")
+        ):
+            new_generation = time.monotonic() - killed
+        done = watch.committed(group, topic, partitions)
+        if all(done[p] > before[p] for p in owned):
+            resumed = time.monotonic() - killed
+            return victim, new_generation or resumed, resumed
+        if time.monotonic() - killed > 300:
+            raise RuntimeError(f"no takeover of {owned} after 300 s: {done}")
+        time.sleep(POLL)
+
+
 @dataclass
 class Bench:
     args: argparse.Namespace
@@ -370,33 +400,10 @@ class Bench:
         try:
             for trial in range(trials):
                 self._settle(apps, group, topic, k)
-                view = self.watch.group(group)
-                victim = apps.pop(0)
-                owned = next(m.assignment[topic] for m in view.members
-                             if m.client_id == victim.name)  # fmt: skip
-                victim.signal(signal.SIGKILL)
-                killed = time.monotonic()
-                victim.proc.wait()
-                before = self.watch.committed(group, topic, parts)
-                new_generation = None
-                while True:
-                    now_view = self.watch.group(group)
-                    if (
-                        new_generation is None
-                        and now_view.generation > view.generation
-                        and (now_view.state == "Stable")
-                    ):
-                        new_generation = time.monotonic() - killed
-                    done = self.watch.committed(group, topic, parts)
-                    if all(done[p] > before[p] for p in owned):
-                        resumed = time.monotonic() - killed
-                        break
-                    if time.monotonic() - killed > 300:
-                        raise RuntimeError(f"no takeover of {owned} after 300 s: {done}")
-                    time.sleep(POLL)
-                times.append((new_generation or resumed, resumed))
-                print(f"  takeover {trial + 1}: {victim.name} owned {list(owned)}; new generation "
-                      f"{times[-1][0]:.2f} s, resumed {resumed:.2f} s", flush=True)  # fmt: skip
+                victim, new_generation, resumed = kill_one(self.watch, apps, group, topic, parts)
+                times.append((new_generation, resumed))
+                print(f"  takeover {trial + 1}: {victim.name}; new generation "
+                      f"{new_generation:.2f} s, resumed {resumed:.2f} s", flush=True)  # fmt: skip
                 apps.append(self.app(f"files{k}-{run}-app{k + trial}", f"files:{self.work / 'log'}",
                                      group, topic))  # fmt: skip
         finally:

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from bench.spark import (
     Watch,
     formed,
     kafka_jars,
+    kill_one,
     pass_rates,
     produce,
     records,
@@ -231,22 +231,10 @@ class Run:
                 wait_for("three applications in the group", 600,
                          lambda: formed(self.watch, group, topic, apps))  # fmt: skip
                 self.moved_on(group, topic)
-                view = self.watch.group(group)
-                victim = apps.pop(0)
-                owned = next(m.assignment[topic] for m in view.members
-                             if m.client_id == victim.name)  # fmt: skip
-                victim.signal(signal.SIGKILL)
-                killed = time.monotonic()
-                victim.proc.wait()
-                before = self.watch.committed(group, topic, parts)
-                while not all(self.watch.committed(group, topic, parts)[p] > before[p]
-                              for p in owned):  # fmt: skip
-                    if time.monotonic() - killed > 300:
-                        raise RuntimeError(f"no takeover of {owned} after 300 s")
-                    time.sleep(POLL)
-                times.append(time.monotonic() - killed)
-                print(f"  takeover {trial + 1}: {victim.name} owned {list(owned)}; resumed "
-                      f"{times[-1]:.2f} s", flush=True)  # fmt: skip
+                victim, _, resumed = kill_one(self.watch, apps, group, topic, parts)
+                times.append(resumed)
+                print(f"  takeover {trial + 1}: {victim.name}; resumed {resumed:.2f} s",
+                      flush=True)  # fmt: skip
                 apps.append(self.app(f"{group}-app{3 + trial}", group, topic, batch))
         finally:
             stopping.set()

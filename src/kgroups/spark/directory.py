@@ -30,20 +30,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kgroups.files import fsync_dir
 from kgroups.spark.batches import MicroBatch, decode
+from kgroups.spark.publish import safe, sweepable
 
 STAGING = ".staging"
-STALE_S = 24 * 3600.0
-"""Staging older than this is deleted by whoever owns its lane (a crashed member's)."""
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SKIP = ("_SUCCESS", "._SUCCESS.crc")
 
 
@@ -73,8 +69,8 @@ class DirectorySink:
     def staged_dir(self, batch: MicroBatch) -> str:
         """Relative to the staging root: one directory per lane, so that a new owner of
         the lane's partition finds everything staged in it."""
-        who = _SAFE.sub("_", batch.member)
-        return f"{_SAFE.sub('_', batch.topic)}/{batch.lane}/{batch.id}.{who}"
+        who = safe(batch.member)
+        return f"{safe(batch.topic)}/{batch.lane}/{batch.id}.{who}"
 
     # -- the StagedSink protocol --------------------------------------------------------------
 
@@ -129,18 +125,16 @@ class DirectorySink:
 
     def sweep(self, topic: str, partition: int, member: str, *, now: float | None = None) -> int:
         """Delete what `member` staged in the lane, and what anyone staged there more than
-        `STALE_S` ago; returns how many. Never another member's recent staging: it may be
-        the current owner's batch between stage and publish, and the one sweeping may be
-        a zombie that has not heard yet that the lane is no longer its own."""
-        lane = self.staging / _SAFE.sub("_", topic) / str(partition)
+        a day ago (`publish.sweepable`); returns how many. Never another member's recent
+        staging: it may be the current owner's batch between stage and publish, and the
+        one sweeping may be a zombie that has not heard yet that the lane is not its own."""
+        lane = self.staging / safe(topic) / str(partition)
         if not lane.is_dir():
             return 0
-        mine = f".{_SAFE.sub('_', member)}"
-        stale = (time.time() if now is None else now) - STALE_S
         removed = 0
         for path in lane.iterdir():
             with contextlib.suppress(FileNotFoundError):
-                if path.name.endswith(mine) or path.stat().st_mtime < stale:
+                if sweepable(path, f".{safe(member)}", now):
                     shutil.rmtree(path)
                     removed += 1
         return removed

@@ -132,15 +132,26 @@ class Outbox:
         directory = self.staging / topic / str(partition)
         if not directory.is_dir():
             return 0
-        mine = f".{_SAFE.sub('_', member)}.json"
-        stale = (time.time() if now is None else now) - STALE_S
         removed = 0
         for path in directory.iterdir():
             with contextlib.suppress(FileNotFoundError):
-                if path.name.endswith(mine) or path.stat().st_mtime < stale:
+                if sweepable(path, f".{safe(member)}.json", now):
                     path.unlink()
                     removed += 1
         return removed
+
+
+def safe(name: str) -> str:
+    """`name` as it appears in staged file and directory names."""
+    return _SAFE.sub("_", name)
+
+
+def sweepable(path: Path, suffix: str, now: float | None = None) -> bool:
+    """Staged output a member may delete at a new generation: its own (`suffix` names
+    it), or anyone's older than STALE_S; never another member's recent staging, which
+    may be the current owner's between stage and publish."""
+    stale = (time.time() if now is None else now) - STALE_S
+    return path.name.endswith(suffix) or path.stat().st_mtime < stale
 
 
 def _parse(metadata: str, *, required: bool = True) -> Any:
