@@ -55,9 +55,11 @@ def app(coordinator: Coordinator, name: str, records: Input, table: Path, tmp: P
     return SparkApp(name, SCRIPT, args, tmp, submit=submit)
 
 
-def rows_once(rows: list[tuple[int, int, Any, Any, Any]], expected: dict[Any, Any]) -> None:
-    """(partition, offset, user, batch id, processed at) rows: each input record once,
-    with its user, each batch from one write."""
+def rows_once(read: Any, expected: dict[Any, Any]) -> None:
+    """The table's rows (an Arrow table): each input record once, with its user, each
+    batch from one write (one `processed_at`)."""
+    columns = ("partition", "offset", "user", "batch_id", "processed_at")
+    rows = list(zip(*(read[c].to_pylist() for c in columns), strict=True))
     keys = collections.Counter((p, o) for p, o, _, _, _ in rows)
     twice = [k for k, n in keys.items() if n > 1]
     assert not twice, f"{len(twice)} records twice, e.g. {twice[:5]}"
@@ -141,9 +143,7 @@ def test_three_apps_write_a_delta_table_once_from_a_secured_growing_kafka_topic(
             each.stop()
     assert "skipped" in late and "commit refused" in refused
     read = DeltaTable(str(table)).to_pyarrow_table()
-    rows = list(zip(*(read[c].to_pylist() for c in ("partition", "offset", "user", "batch_id",
-                                                      "processed_at")), strict=True))  # fmt: skip
-    rows_once(rows, reference(records, ends))
+    rows_once(read, reference(records, ends))
     assert set(read["topic"].to_pylist()) == {"clicks"}
     assert all(key for key in read["kafka_key"].to_pylist())  # the record's key, kept
     assert None not in read["event_time"].to_pylist()  # the record's timestamp, kept
@@ -180,9 +180,7 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
             each.stop()
     assert "dropping" in refused and published
     read = ds.dataset(str(table), format="parquet").to_table()
-    rows = list(zip(*(read[c].to_pylist() for c in ("partition", "offset", "user", "batch_id",
-                                                      "processed_at")), strict=True))  # fmt: skip
-    rows_once(rows, reference(records, ends))
+    rows_once(read, reference(records, ends))
     assert not [p for p in (table / ".staging").rglob("*") if p.is_file()]
 
 
