@@ -128,6 +128,16 @@ def crash_on_commit(loop: BatchLoop, number: int) -> None:
     loop.member.commit = dying  # type: ignore[method-assign]
 
 
+async def plan_and_die(world: World, log: Log, table: Table) -> None:
+    """A member "dies" plans a batch of every partition, commits the plan and dies
+    before its write."""
+    dies = pipeline(world, "dies", log, table)
+    writer(dies).before = crash_with("before the write")
+    with pytest.raises(Crash):
+        await first_turn(dies)
+    crash(dies.member, world.wires["dies"])
+
+
 def committed_everywhere(world: World, end: int) -> Callable[[], bool]:
     return lambda: world.committed() == dict.fromkeys(range(PARTITIONS), end)
 
@@ -183,11 +193,7 @@ def test_two_heirs_of_one_planned_batch_write_it_once_between_them(tmp_path: Pat
     table = Table()
 
     async def scenario() -> None:
-        dies = pipeline(world, "dies", log, table)
-        writer(dies).before = crash_with("before the write")
-        with pytest.raises(Crash):
-            await first_turn(dies)
-        crash(dies.member, world.wires["dies"])
+        await plan_and_die(world, log, table)
         assert table.rows == [] and world.committed() == dict.fromkeys(range(PARTITIONS), 0)
 
         a, b = pipeline(world, "a", log, table), pipeline(world, "b", log, table)
@@ -342,11 +348,7 @@ def test_writing_a_plan_again_commits_only_the_partitions_still_waiting_for_it(
     table = Table()
 
     async def scenario() -> None:
-        dies = pipeline(world, "dies", log, table)
-        writer(dies).before = crash_with("before the write")
-        with pytest.raises(Crash):
-            await first_turn(dies)
-        crash(dies.member, world.wires["dies"])
+        await plan_and_die(world, log, table)
 
         idle, heir = pipeline(world, "idle", log, table), pipeline(world, "heir", log, table)
         await idle.start(timeout=3 * SESSION)
