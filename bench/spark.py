@@ -582,7 +582,7 @@ def report(results: list[Result], takeovers: list[tuple[float, float]], group: i
         one_app = kg.get((1, "files"))
         batch_s = batch / one_app if one_app else float("nan")
         target = args.session_timeout_ms / 1000 + batch_s
-        assignors = ", ".join(args.assignor or ["range", "cooperative-sticky"])
+        assignors = ", ".join(args.assignor or ["cooperative-sticky"])
         print(f"\nTakeover ({group} applications, one killed with SIGKILL while records "
               f"are appended; {len(takeovers)} trials; assignors {assignors})")  # fmt: skip
         print(f"{'':<34}{'median s':>10}{'min':>8}{'max':>8}")

@@ -18,13 +18,16 @@ application in it (the first to start reads alone meanwhile), and stops when the
 record is. Records/s per pass; the table quotes the median pass. The query and the
 1-application group take turns (--rounds), since the machine's other work varies.
 
-Takeover: three applications read a topic a producer keeps appending to; one is killed
+Takeover: three applications read a topic a producer keeps appending to (--feed records
+per partition per second, few enough that three applications on this machine keep up:
+otherwise the figure is the dead one's backlog, not the takeover); one is killed
 with SIGKILL (its process group: the JVM goes too), and the clock runs until the
 survivors have committed progress on every partition it owned. Target: the session
 timeout plus one batch (P x batch records at the 1-application rate measured above).
 
     python bench/spark_delta.py [--partitions 6] [--batches 10000,100000] [--passes 3]
-        [--apps 1,2,3] [--rounds 2] [--trials 5] [--session-timeout-ms 6000] [--keep]
+        [--apps 1,2,3] [--rounds 2] [--trials 5] [--session-timeout-ms 6000] [--feed 50]
+        [--assignor NAME] [--keep]
 """
 
 from __future__ import annotations
@@ -215,12 +218,11 @@ class Run:
 
         def feed() -> None:
             producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=20)
-            n = 0
+            tick = max(round(self.args.feed / 5), 1)
             while not stopping.wait(0.2):
                 for p in range(parts):
-                    for line in records(p, 50):
+                    for line in records(p, tick):
                         producer.send(topic, line, partition=p)
-                n += 50
             producer.close()
 
         feeder = threading.Thread(target=feed, name="feeder", daemon=True)
@@ -299,13 +301,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--trials", type=int, default=5, help="takeovers (0: none)")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--feed", type=int, default=50,
+                        help="records appended per partition per second in takeovers")  # fmt: skip
+    parser.add_argument("--assignor", action="append",
+                        help="the applications' assignor (default: theirs)")  # fmt: skip
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     if args.command == "peer":
         stream_peer(args)
         return
-    args.assignor = None
     began = time.monotonic()
     sizes = [int(k) for k in args.apps.split(",")]
     batches = [int(b) for b in args.batches.split(",")]

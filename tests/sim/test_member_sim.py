@@ -2,7 +2,10 @@
 
 `KGROUPS_MEMBER_SIM_SEED=n` replays one seed (what a failure prints; run with
 PYTHONHASHSEED=0, as `make test` does, for the same schedule); `KGROUPS_MEMBER_SIM_SEEDS=n`
-sets how many seeds CI runs (default 2000, about a minute).
+sets how many seeds a run takes (default 1000, about half a minute alone): the first half
+are seeds 0 and up, every run; the second half moves with the day
+(`KGROUPS_MEMBER_SIM_DAY`, default today's ordinal), so that runs on different days
+explore different schedules without costing make test more time.
 
 The last tests break the member on purpose, one way per finding the simulation is there
 to catch, and require the simulation to notice: an invariant that cannot fail proves
@@ -11,6 +14,7 @@ nothing.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from collections.abc import Iterator
@@ -22,7 +26,8 @@ import kgroups.client.member as member_module
 from kgroups.client.states import MemberState
 from tests.sim.member_sim import MemberInvariantViolation, MemberSimulation
 
-SEEDS = int(os.environ.get("KGROUPS_MEMBER_SIM_SEEDS", "2000"))
+SEEDS = int(os.environ.get("KGROUPS_MEMBER_SIM_SEEDS", "1000"))
+DAY = int(os.environ.get("KGROUPS_MEMBER_SIM_DAY", str(datetime.date.today().toordinal())))
 ONE = os.environ.get("KGROUPS_MEMBER_SIM_SEED")
 BATCH = 100
 
@@ -49,7 +54,12 @@ def run(seed: int) -> MemberSimulation:
 def batches() -> list[range]:
     if ONE is not None:
         return [range(int(ONE), int(ONE) + 1)]
-    return [range(start, min(start + BATCH, SEEDS)) for start in range(0, SEEDS, BATCH)]
+    fixed, moving = SEEDS - SEEDS // 2, SEEDS // 2
+    first = fixed + DAY % 1000 * moving  # today's window, past the fixed seeds
+    return [
+        *(range(s, min(s + BATCH, fixed)) for s in range(0, fixed, BATCH)),
+        *(range(s, min(s + BATCH, first + moving)) for s in range(first, first + moving, BATCH)),
+    ]
 
 
 @pytest.mark.sim

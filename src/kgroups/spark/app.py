@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--assignor", action="append", default=None,
         choices=["range", "roundrobin", "sticky", "cooperative-sticky"],
-        help="partition assignor (repeat for several; default: range, cooperative-sticky, "
-        "as Java; only cooperative-sticky alone rebalances cooperatively)",
+        help="partition assignor (repeat for several; default: cooperative-sticky, so that "
+        "a rebalance waits only for batches losing partitions, not every batch in flight)",
     )  # fmt: skip
     parser.add_argument(
         "--partition-check-interval-s", type=float, default=30.0,

@@ -1,4 +1,4 @@
-"""The Spark member's loop, on the member's own event loop: one batch at a time, exactly once.
+"""The Spark member's loop, on the member's own event loop: batches, exactly once.
 
 `BatchLoop` is the whole decision-making of a Spark application in a group, and it
 knows nothing of Spark: the source, the user's `transform` and the sink are plain
@@ -33,8 +33,15 @@ What it does is measured (`metrics.SparkMetrics`, in the member's registry): rec
 micro-batches completed, each micro-batch's duration on the member's clock, and the lag
 behind the ends the source reported on each turn.
 
-The loop is the member's rebalance listener. A turn in flight holds a revocation until
-it ends (its commit is still allowed while the member prepares to rejoin), bounded by
+Turns run one after another, except at a takeover: partitions assigned to the member
+while a turn is in flight (a cooperative rebalance after another member died) get a turn
+of their own at once, beside it, instead of waiting for the batch in flight to end. No
+partition is in two turns, and the next turn waits for both, so that the partitions go on
+in one batch. A partition's position counts only in the generation it was read from the
+group in (`recovered`); in any other, the turn reads the group again first.
+
+The loop is the member's rebalance listener. Turns in flight hold a revocation until
+they end (their commits are still allowed while the member prepares to rejoin), bounded by
 the member's rebalance timeout: past it the member reports the partitions lost. A loss
 calls `cancel` (Spark's cancelAllJobs) so the batch stops at once; a batch that fails
 after a loss is dropped, one that fails otherwise is the application's error and ends
@@ -183,6 +190,9 @@ class BatchLoop:
         self.poll_interval = poll_interval
         self.cancel = cancel
         self.blocking = blocking
+        # Cooperative by default: an eager rebalance waits for every member's batch in
+        # flight (its revocation does), a cooperative one only for batches that lose partitions.
+        member_options.setdefault("assignors", ["cooperative-sticky"])
         self.member = GroupMember(
             bootstrap, group, [topic], listener=self, client_id=name, registry=registry,
             **member_options,
@@ -194,13 +204,21 @@ class BatchLoop:
                 bootstrap, member_options.get("security"), member_options.get("connect")
             )
             self.growth = TopicGrowth(topic, session, interval=partition_check_interval)
-        self.generation: int | None = None
-        """The generation `positions` belong to (None: read committed offsets again)."""
         self.positions: dict[int, int] = {}
+        """Where each partition's next batch starts."""
+        self.recovered: dict[int, int] = {}
+        """Per partition, the generation its position was read from the group in: a
+        position counts in that generation only (another reads the group again)."""
         self.stopping = asyncio.Event()
+        self._busy: set[int] = set()
+        """Partitions that a turn in flight holds (a takeover turn takes others only)."""
+        self._turns = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self._lost = False
+        self._assigned = asyncio.Event()
+        self._losses = 0
+        """Losses so far: a turn that sees the count move has lost its partitions."""
+        self._ends: dict[int, int] = {}
         self._unknown = 0
         """Turns in a row whose commit outcome was unknown (the back-off grows with it)."""
         self._checked: set[str] = set()
@@ -212,15 +230,16 @@ class BatchLoop:
         await self._idle.wait()
 
     def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
-        self._lost = True
-        self.generation = None
+        self._losses += 1
+        self.recovered.clear()
         self.stats.lag(0)  # their lag is no longer this member's
-        if not self._idle.is_set():
+        if self._turns:
             log.warning("%s: partitions lost mid-batch: cancelling its Spark jobs", self.name)
             self.cancel()
 
     def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        pass  # the next turn reads the new assignment (and where to start) itself
+        if partitions:  # a turn in flight: these may start at once (see `run`)
+            self._assigned.set()
 
     # -- running ---------------------------------------------------------------------------
 
@@ -230,7 +249,7 @@ class BatchLoop:
     async def run(self) -> None:
         """Turn the loop until `stop()` (or the member fails, which raises)."""
         while not self.stopping.is_set():
-            progress = await self.run_once()
+            progress = await self._turn_and_takeovers()
             wait = self.poll_interval
             if progress is None:  # no generation: go on the moment one forms
                 with contextlib.suppress(TimeoutError, MemberError):
@@ -244,6 +263,32 @@ class BatchLoop:
             with contextlib.suppress(TimeoutError):  # nothing new to read (or closing)
                 await asyncio.wait_for(self.stopping.wait(), wait)
 
+    async def _turn_and_takeovers(self) -> Progress | None:
+        """One turn, and beside it a takeover turn whenever partitions are assigned to
+        the member while it is in flight (a cooperative rebalance gave it a dead
+        member's partitions): they start at once instead of after the batch in flight,
+        on Spark's other cores. Both end before the next turn, so that the partitions
+        go on in one batch (one sink commit, not two, per turn)."""
+        self._assigned.clear()
+        turn = asyncio.create_task(self.run_once())
+        takeovers: list[asyncio.Task[Progress | None]] = []
+        try:
+            while not turn.done():
+                assigned = asyncio.create_task(self._assigned.wait())
+                await asyncio.wait({turn, assigned}, return_when=asyncio.FIRST_COMPLETED)
+                assigned.cancel()
+                if self._assigned.is_set() and not turn.done():
+                    self._assigned.clear()
+                    takeovers.append(asyncio.create_task(self.run_once(takeover=True)))
+            progress = turn.result()
+            for side in takeovers:
+                took = await side
+                progress = progress or took
+            return progress
+        finally:
+            for task in (turn, *takeovers):
+                task.cancel()
+
     def stop(self) -> None:
         self.stopping.set()
 
@@ -251,35 +296,49 @@ class BatchLoop:
         await self.member.close()
         self.stats.close()
 
-    async def run_once(self) -> Progress | None:
-        """One turn; None when the member holds no generation."""
+    async def run_once(self, *, takeover: bool = False) -> Progress | None:
+        """One turn over the owned partitions that no turn in flight holds; None when
+        the member holds no generation. (`takeover`: a turn beside another.)"""
         member = self.member
         if member.error is not None:
             raise member.error
         if member.state is not MemberState.STABLE:
             return None
+        self._turns += 1
         self._idle.clear()
-        self._lost = False
+        taken: set[int] = set()
         try:
-            return await self._turn(member.generation, member.assignment)
+            return await self._turn(member.generation, member.assignment, taken, takeover)
         finally:
-            self._idle.set()
+            self._busy -= taken
+            self._turns -= 1
+            if not self._turns:
+                self._idle.set()
 
-    async def _turn(self, generation: int, owned: frozenset[TopicPartition]) -> Progress:
-        await self._check_partitions()
+    async def _turn(
+        self, generation: int, owned: frozenset[TopicPartition], taken: set[int], takeover: bool
+    ) -> Progress:
+        losses = self._losses
+        if not takeover:
+            await self._check_partitions()
         known = self.growth.source_count if self.growth else None
         mine = sorted(tp.partition for tp in owned if tp.topic == self.topic
-                      and (known is None or tp.partition < known))  # fmt: skip
+                      and (known is None or tp.partition < known)
+                      and tp.partition not in self._busy)  # fmt: skip
+        taken.update(mine)
+        self._busy |= taken
         # A new generation, or partitions the source did not know when it began (its view
         # of a topic just grown lagged): where to start comes from the group.
-        if generation != self.generation or not self.positions.keys() >= set(mine):
+        stale = [p for p in mine if self.recovered.get(p) != generation]
+        if stale:
             try:
-                await self._recover(generation, mine)
+                if not await self._recover(generation, stale, losses):
+                    return Progress(generation)
             except (CoordinatorUnavailable, RebalanceInProgressError) as exc:
                 log.warning("%s: cannot read where to start yet: %s", self.name, exc)
                 return Progress(generation)  # nothing done: try again shortly
-            if self.generation != generation:
-                return Progress(generation)
+        if not mine:
+            return Progress(generation)
         started = asyncio.get_running_loop().time()
         held = await self.blocking(lambda: self.source.offsets(self.topic, mine))
         ends = {p: end for p, (_, end) in held.items()}
@@ -293,9 +352,9 @@ class BatchLoop:
         log.info("%s: generation %d: batch %s %s", self.name, generation, batch.id,
                  list(batch.ranges))  # fmt: skip
         if isinstance(self.sink, IdempotentSink):
-            progress = await self._plan_write_commit(self.sink, batch, ends)
+            progress = await self._plan_write_commit(self.sink, batch, ends, losses)
         else:
-            progress = await self._stage_commit_publish(self.sink, batch, ends)
+            progress = await self._stage_commit_publish(self.sink, batch, ends, losses)
         if progress.published:
             self._unknown = 0
             self._report_lag(ends)
@@ -313,8 +372,12 @@ class BatchLoop:
             self.member.request_rejoin(f"topic {self.topic} grew to {count} partitions")
 
     def _report_lag(self, ends: Mapping[int, int]) -> None:
-        """The source's ends less where the member is (its committed offsets)."""
-        self.stats.lag(sum(max(end - self.positions.get(p, end), 0) for p, end in ends.items()))
+        """The source's ends less where the member is (its committed offsets), over the
+        partitions it owns (turns side by side each report theirs)."""
+        self._ends.update(ends)
+        owned = {tp.partition for tp in self.member.assignment if tp.topic == self.topic}
+        self.stats.lag(sum(max(end - self.positions.get(p, end), 0)
+                           for p, end in self._ends.items() if p in owned))  # fmt: skip
 
     def _frame(self, batch: MicroBatch) -> Any:
         """The batch's records as the user's transform makes them (Spark is lazy: the
@@ -324,12 +387,12 @@ class BatchLoop:
     # -- the two protocols -------------------------------------------------------------------
 
     async def _stage_commit_publish(
-        self, sink: StagedSink, batch: MicroBatch, ends: Mapping[int, int]
+        self, sink: StagedSink, batch: MicroBatch, ends: Mapping[int, int], losses: int
     ) -> Progress:
         try:
             metadata = await self.blocking(lambda: sink.stage(batch, self._frame(batch)))
         except Exception:
-            if not self._lost:
+            if self._losses == losses:
                 raise
             await self.blocking(lambda: sink.discard(batch))
             return self._drop(batch, "the partitions were lost: the batch was cancelled")
@@ -346,7 +409,7 @@ class BatchLoop:
         return self._done(batch)
 
     async def _plan_write_commit(
-        self, sink: IdempotentSink, batch: MicroBatch, ends: Mapping[int, int]
+        self, sink: IdempotentSink, batch: MicroBatch, ends: Mapping[int, int], losses: int
     ) -> Progress:
         if batch.app_id not in self._checked:
             await self._check_new_app_id(sink, batch)
@@ -356,20 +419,23 @@ class BatchLoop:
         if outcome != "accepted":  # refused: never written; unknown: the next turn looks
             return self._drop(batch, f"plan commit {outcome}")
         log.info("%s: batch %s: plan committed; writing", self.name, batch.id)
-        if not await self._write(sink, batch):
+        if not await self._write(sink, batch, losses):
             return self._drop(batch, "the partitions were lost: the write was cancelled")
         done = batch.encode("done")
         offsets = {p: OffsetAndMetadata(e, done) for p, _, e in batch.ranges}
         outcome = await self._commit(batch, offsets, ends)
         if outcome != "accepted":  # written: whoever finds the plan writes it again, skipped
-            self.generation = None
+            self._forget(batch)
             log.warning("%s: batch %s written, its end commit %s", self.name, batch.id, outcome)
             return Progress(batch.generation, [batch])
         return self._done(batch)
 
-    async def _write(self, sink: IdempotentSink, batch: MicroBatch, *, again: bool = False) -> bool:
+    async def _write(
+        self, sink: IdempotentSink, batch: MicroBatch, losses: int, *, again: bool = False
+    ) -> bool:
         """Write the batch (`again`: someone else's plan); False if it failed because the
-        partitions were lost (a failure otherwise is the application's, and raises).
+        partitions were lost since the turn began, when there were `losses` (a failure
+        otherwise is the application's, and raises).
 
         The sink skipping this member's own new batch, which nobody else can have written
         while the member kept its generation, means another batch had its app id and
@@ -377,17 +443,17 @@ class BatchLoop:
         try:
             wrote = await self.blocking(lambda: sink.write(batch, self._frame(batch)))
         except Exception:
-            if not self._lost:
+            if self._losses == losses:
                 raise
             return False
-        if not wrote and not again and await self._still_owner(batch):
+        if not wrote and not again and await self._still_owner(batch, losses):
             raise PipelineError(
                 f"{self.name}: the sink skipped batch {batch.id}, planned and not yet written by "
                 f"anyone else: another batch wrote {batch.app_id} at version {batch.version}"
             )
         return True
 
-    async def _still_owner(self, batch: MicroBatch) -> bool:
+    async def _still_owner(self, batch: MicroBatch, losses: int) -> bool:
         """Whether the member still holds the batch's generation, proven by an answer to a
         request sent from now on (a zombie waking up learns otherwise within a heartbeat
         or two); False when that cannot be proven within the session timeout."""
@@ -395,7 +461,7 @@ class BatchLoop:
         now = loop.time()
         deadline = now + self.member.session_timeout_ms / 1000
         while loop.time() < deadline:
-            if self._lost or self.member.generation != batch.generation:
+            if self._losses != losses or self.member.generation != batch.generation:
                 return False
             proven = self.member.proven_since
             if proven is not None and proven > now:
@@ -458,8 +524,13 @@ class BatchLoop:
 
     def _drop(self, batch: MicroBatch, why: str) -> Progress:
         log.warning("%s: dropping %s: %s", self.name, batch.id, why)
-        self.generation = None  # read what the group committed before going on
+        self._forget(batch)
         return Progress(batch.generation, [], [batch])
+
+    def _forget(self, batch: MicroBatch) -> None:
+        """Read what the group committed for the batch's partitions before going on."""
+        for p in batch.offsets:
+            self.recovered.pop(p, None)
 
     # -- a new generation ----------------------------------------------------------------------
 
@@ -478,9 +549,10 @@ class BatchLoop:
             return {}
         return dict(await self.blocking(lambda: source.offsets_for_time(self.topic, need, at)))
 
-    async def _recover(self, generation: int, partitions: list[int]) -> None:
-        """Finish what the committed metadata of `partitions` names, then set positions.
-        Leaves `self.generation` unset if a commit of it was not accepted."""
+    async def _recover(self, generation: int, partitions: list[int], losses: int) -> bool:
+        """Finish what the committed metadata of `partitions` names, then set their
+        positions; False (positions unset) if a write was lost or a commit of it was not
+        accepted."""
         tps = [TopicPartition(self.topic, p) for p in partitions]
         committed = await self.member.committed(tps)
         offsets = {tp.partition: (r.offset if r else None) for tp, r in committed.items()}
@@ -503,12 +575,12 @@ class BatchLoop:
                 mine = waiting[batch.id]
                 log.info("%s: generation %d: writing planned batch %s again (%s's)",
                          self.name, generation, batch.id, batch.member)  # fmt: skip
-                if not await self._write(sink, batch, again=True):
-                    return
+                if not await self._write(sink, batch, losses, again=True):
+                    return False
                 done = batch.encode("done")
                 ends = {p: OffsetAndMetadata(batch.offsets[p][1], done) for p in mine}
                 if await self._commit(batch, ends, generation=generation) != "accepted":
-                    return
+                    return False
                 offsets.update((p, batch.offsets[p][1]) for p in mine)
         else:
             staged: StagedSink = sink
@@ -527,6 +599,8 @@ class BatchLoop:
                 offsets.get(p), earliest, end, self.reset, where=f"{self.topic}-{p}",
                 found=found.get(p),
             )  # fmt: skip
-        self.positions, self.generation = positions, generation
+        self.positions.update(positions)
+        self.recovered.update(dict.fromkeys(positions, generation))
         log.info("%s: generation %d: reading %s from %s", self.name, generation,
                  self.topic, positions)  # fmt: skip
+        return True

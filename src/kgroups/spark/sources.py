@@ -15,6 +15,7 @@ Spark's own Kafka source with `assign` and explicit starting and ending offsets.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -111,6 +112,8 @@ class KafkaSource:
         self.options = {k.removeprefix("kafka."): v for k, v in (options or {}).items()}
         self._consumer: Any = None
         """For the lookups, asked every batch: one consumer for the source's life."""
+        self._lock = threading.Lock()
+        """A KafkaConsumer is for one thread at a time: turns side by side take turns."""
 
     def _jvm(self) -> Any:
         return self.spark.sparkContext._jvm
@@ -144,14 +147,17 @@ class KafkaSource:
         return self._jvm().java.time.Duration.ofSeconds(self.TIMEOUT_S)
 
     def offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
-        consumer, tps = self.consumer(), self._tps(topic, partitions)
-        first = consumer.beginningOffsets(tps, self._timeout())
-        last = consumer.endOffsets(tps, self._timeout())
+        tps = self._tps(topic, partitions)
+        with self._lock:
+            consumer = self.consumer()
+            first = consumer.beginningOffsets(tps, self._timeout())
+            last = consumer.endOffsets(tps, self._timeout())
         return {tp.partition(): (int(first.get(tp)), int(last.get(tp))) for tp in tps}
 
     def partitions(self, topic: str) -> int | None:
         """The topic's partition count (None: no such topic)."""
-        found = self.consumer().partitionsFor(topic, self._timeout())
+        with self._lock:
+            found = self.consumer().partitionsFor(topic, self._timeout())
         return int(found.size()) if found is not None and found.size() else None
 
     def offsets_for_time(
@@ -163,7 +169,8 @@ class KafkaSource:
         query = jvm.java.util.HashMap()
         for tp in self._tps(topic, partitions):
             query.put(tp, jvm.java.lang.Long(timestamp_ms))
-        found = self.consumer().offsetsForTimes(query, self._timeout())
+        with self._lock:
+            found = self.consumer().offsetsForTimes(query, self._timeout())
         result: dict[int, int | None] = {}
         for tp in query.keySet():
             hit = found.get(tp)
@@ -171,9 +178,10 @@ class KafkaSource:
         return result
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
 
     def read(self, topic: str, ranges: Ranges) -> DataFrame:
         start = {topic: {str(p): r[0] for p, r in ranges.items()}}

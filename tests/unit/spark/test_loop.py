@@ -216,6 +216,49 @@ def test_a_cooperative_rebalance_that_keeps_the_batchs_partitions_lets_it_commit
     assert not [r for r in caplog.records if "dropping" in r.getMessage()]
 
 
+def test_a_survivor_starts_a_dead_members_partitions_beside_its_batch_in_flight(
+    tmp_path: Path,
+) -> None:
+    """Takeover does not wait for the survivor's batch in flight: the partitions a
+    cooperative rebalance gives it start in a turn of their own at once, and once both
+    turns end the partitions go on in one batch again. Every record once."""
+    world = World(tmp_path)
+    log = Log(end=1000)
+    slow = Spark(seconds=8 * SESSION)
+
+    async def scenario() -> None:
+        survivor = world.pipeline("survivor", log, slow, assignor="cooperative-sticky")
+        dies = world.pipeline("dies", log, Spark(), assignor="cooperative-sticky")
+        await survivor.start(timeout=30)
+        await dies.start(timeout=30)
+        await until(lambda: len(survivor.member.assignment) == 2 == len(dies.member.assignment)
+                    and survivor.member.state is MemberState.STABLE, 10 * SESSION, "the split")  # fmt: skip
+        mine = {tp.partition for tp in survivor.member.assignment}
+        theirs = set(range(PARTITIONS)) - mine
+        runner = asyncio.create_task(survivor.run())
+        await until(lambda: slow.running == 1, 5, "the survivor's batch in flight")
+        crash(dies.member, world.wires["dies"])
+        slow.seconds = 1.0  # the takeover's batch is short: it must not wait for the long one
+        committed = world.committed
+        await until(lambda: all(committed()[p] == 1000 for p in theirs), 3 * SESSION,
+                    "the dead member's partitions read to the end")  # fmt: skip
+        assert slow.running == 1 and all(committed()[p] is None for p in mine)
+        await until(lambda: all(committed()[p] == 1000 for p in mine), 8 * SESSION, "the rest")
+        log.end = dict.fromkeys(range(PARTITIONS), 1500)
+        await until(lambda: committed() == dict.fromkeys(range(PARTITIONS), 1500), 3 * SESSION,
+                    "the next records")  # fmt: skip
+        assert [sorted(p for p, _, _ in b) for b in slow.batches] == [
+            sorted(mine),
+            sorted(theirs),
+            list(range(PARTITIONS)),
+        ]  # two turns side by side, then one batch of every partition
+        assert world.tiles() == {p: [(0, 1000), (1000, 1500)] for p in range(PARTITIONS)}
+        survivor.stop()
+        await runner
+
+    world.play(scenario)
+
+
 class Crash(Exception):
     """The process died here."""
 

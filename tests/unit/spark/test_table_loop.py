@@ -212,6 +212,51 @@ def test_two_heirs_of_one_planned_batch_write_it_once_between_them(tmp_path: Pat
     world.play(scenario)
 
 
+def test_a_survivor_writes_a_dead_members_plan_beside_its_batch_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The dead member committed its plan and died before writing; the survivor, its
+    own batch in flight, takes the partitions over at once (a cooperative rebalance)
+    and writes the plan in a turn of its own, before its long batch ends."""
+    world = World(tmp_path)
+    log = Log(end=1000)
+    table = Table()
+    slow = Spark(seconds=8 * SESSION)
+
+    async def scenario() -> None:
+        survivor = pipeline(
+            world, "survivor", log, table, spark=slow, assignor="cooperative-sticky"
+        )
+        writer(survivor).before = lambda batch: slow.job()  # each write takes its time
+        dies = pipeline(world, "dies", log, table, assignor="cooperative-sticky")
+        await survivor.start(timeout=30)
+        await dies.start(timeout=30)
+        await until(lambda: len(survivor.member.assignment) == 2 == len(dies.member.assignment)
+                    and dies.member.state.name == "STABLE", 10 * SESSION, "the split")  # fmt: skip
+        mine = {tp.partition for tp in survivor.member.assignment}
+        theirs = set(range(PARTITIONS)) - mine
+        runner = asyncio.create_task(survivor.run())
+        await until(lambda: slow.running == 1, 5, "the survivor's batch in flight")
+        writer(dies).before = crash_with("before the write")
+        with pytest.raises(Crash):
+            await dies.run_once()
+        crash(dies.member, world.wires["dies"])
+        slow.seconds = 1.0
+        committed = world.committed
+        await until(lambda: all(committed()[p] == 1000 for p in theirs), 3 * SESSION,
+                    "the dead member's plan written and its end committed")  # fmt: skip
+        assert slow.running == 1 and all(committed()[p] == 0 for p in mine)  # planned, not ended
+        [replayed] = [b for b in writer(survivor).batches if b.member == "dies"]
+        assert set(replayed.partitions) == theirs
+        assert table.outcomes(replayed.id) == [("survivor", "written")]
+        await until(committed_everywhere(world, 1000), 8 * SESSION, "the long batch")
+        assert table.exactly_once(1000)
+        survivor.stop()
+        await runner
+
+    world.play(scenario)
+
+
 def test_a_zombie_whose_plan_was_accepted_and_who_writes_late_is_skipped(
     tmp_path: Path,
 ) -> None:

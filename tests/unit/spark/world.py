@@ -49,11 +49,12 @@ class Spark:
     def __init__(self, seconds: float = 0.0, *, finished_before_cancel: bool = False) -> None:
         self.seconds = seconds
         self.finished_before_cancel = finished_before_cancel
-        self.running = False
+        self.running = 0
+        """Jobs running now (turns side by side run theirs at once)."""
         self.batches: list[list[tuple[int, int, int]]] = []
         self.cancels = 0
         self._pending = 0.0
-        self._cancelled: asyncio.Event | None = None
+        self._cancelled: set[asyncio.Event] = set()
 
     def process(self, rows: Any, batches: Sequence[Batch]) -> Mapping[int, Any]:
         self.batches.append([(b.partition, b.start, b.end) for b in batches])
@@ -70,19 +71,24 @@ class Spark:
         delay, self._pending = self._pending, 0.0
         if not delay:
             return result
-        self.running, self._cancelled = True, asyncio.Event()
+        cancelled = asyncio.Event()
+        self.running += 1
+        self._cancelled.add(cancelled)
         try:
-            await asyncio.wait_for(self._cancelled.wait(), delay)
+            await asyncio.wait_for(cancelled.wait(), delay)
         except TimeoutError:
             return result
         finally:
-            self.running = False
+            self.running -= 1
+            self._cancelled.discard(cancelled)
         raise JobCancelled("the job was cancelled")
 
     def cancel(self) -> None:
+        """Spark's cancelAllJobs: every running job fails."""
         self.cancels += 1
-        if self._cancelled is not None and not self.finished_before_cancel:
-            self._cancelled.set()
+        if not self.finished_before_cancel:
+            for job in self._cancelled:
+                job.set()
 
 
 class World:
