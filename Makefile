@@ -16,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark kafka clean
+.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -139,7 +139,7 @@ demo: demo-notice install
 demo-notice:
 	@test -f $(STAMP) || echo "== make demo, first run: installing kgroups, pyspark and the dev tools into $(VENV) (a few minutes)"
 
-bench: bench-heartbeats bench-rebalance bench-assignors bench-spark
+bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta
 
 bench-heartbeats: install kafka
 	$(BIN)/python bench/heartbeats.py
@@ -154,6 +154,11 @@ bench-assignors: install
 # plain Spark loops without kgroups (file log and Spark's Kafka source), and takeover.
 bench-spark: install kafka spark-jars
 	$(BIN)/python bench/spark.py
+
+# Spark applications writing one Delta table (bench/spark_delta.py): 1-3 applications
+# beside a Structured Streaming query with foreachBatch, and takeover.
+bench-spark-delta: install kafka spark-jars
+	$(BIN)/python bench/spark_delta.py
 
 clean:
 	rm -rf $(VENV) .kgroups .mypy_cache .ruff_cache
