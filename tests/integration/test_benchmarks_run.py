@@ -59,7 +59,7 @@ def test_assignors_runs() -> None:
 def test_spark_delta_runs_beside_structured_streaming() -> None:
     """bench/spark_delta.py (which runs on bench/spark.py's applications and watches):
     the Structured Streaming peer and one kgroups application, tiny batches."""
-    out = bench("spark_delta.py", "--partitions", "2", "--batches", "200", "--passes", "1",
+    out = bench("spark_delta.py", "--partitions", "2", "--batches", "200", "--passes", "2",
                 "--apps", "1", "--rounds", "1", "--trials", "0", timeout=600)  # fmt: skip
     assert re.search(r"^Structured Streaming \+ foreachBatch\s+1\s+200\s", out, re.MULTILINE), out
     assert re.search(r"^kgroups clicks_to_delta\s+1\s+200\s", out, re.MULTILINE), out

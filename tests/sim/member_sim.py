@@ -357,6 +357,12 @@ class MemberSimulation:
 
     async def _close(self, app: App) -> None:
         assert app.member is not None
+        if app.member.state in (MemberState.JOINING, MemberState.SYNCING):
+            # Closing cancels the JoinGroup or SyncGroup in flight: the group may complete
+            # that round without this member learning its new generation, and the
+            # revocation that follows can end in a loss (Java reports one at once when it
+            # closes mid-rebalance). Its own close disturbed it.
+            app.disturbed_at = max(app.disturbed_at, self.now())
         with contextlib.suppress(MemberError):
             await app.member.close()
         app.alive = False
