@@ -6,7 +6,8 @@ appended to and grows from four partitions to six: one application is killed (SI
 in the middle of a write; one is frozen, driver and JVM, past its session timeout after
 its plan was committed and before its write; one is frozen before a plan commit. Then a
 directory of Parquet files from the file log, one application under spark-submit: one
-killed mid-stage, one frozen after staging (its commit is refused), one frozen between
+killed mid-stage, one frozen while staging (on waking its batch is refused or
+cancelled, never published), one frozen between
 its commit and its publish.
 
 What must hold: the table, read by delta-rs (for Parquet: by pyarrow), holds one row per
@@ -168,8 +169,11 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
         wait_until(lambda: "generation" in apps[0].log() and ": batch " in apps[0].log(), 60,
                    "app0 staging", poll=0.005)  # fmt: skip
         apps[0].signal(signal.SIGKILL)  # dies mid-stage
-        refused = apps[1].freeze_at("staged; committing", FREEZE_S,
-                                    lambda said: "commit refused" in said)  # fmt: skip
+        # Frozen while its executors stage a batch (the commit follows the "staged" line
+        # within microseconds: a freeze there lands after the commit is sent). It wakes
+        # without its generation: the staged batch is refused or cancelled, never published.
+        refused = apps[1].freeze_at("[(", FREEZE_S,  # a batch planned
+                                    lambda said: "dropping clicks-" in said)  # fmt: skip
         published = apps[2].freeze_at("committed; publishing", FREEZE_S,
                                       lambda said: ": done (" in said)  # fmt: skip
         feeder.stop()
