@@ -412,7 +412,14 @@ class BatchLoop:
         self, sink: IdempotentSink, batch: MicroBatch, ends: Mapping[int, int], losses: int
     ) -> Progress:
         if batch.app_id not in self._checked:
-            await self._check_new_app_id(sink, batch)
+            try:
+                await self._check_new_app_id(sink, batch)
+            except PipelineError:
+                raise
+            except Exception:  # reading the table's log ran a Spark job, which a loss cancels
+                if self._losses == losses:
+                    raise
+                return self._drop(batch, "the partitions were lost: the table check was cancelled")
         plan = batch.encode("plan")
         offsets = {p: OffsetAndMetadata(s, plan) for p, s, _ in batch.ranges}
         outcome = await self._commit(batch, offsets, ends)

@@ -302,6 +302,40 @@ def test_a_zombie_whose_plan_was_accepted_and_who_writes_late_is_skipped(
     world.play(scenario)
 
 
+def test_a_loss_during_the_tables_version_check_drops_the_batch_not_the_pipeline(
+    tmp_path: Path,
+) -> None:
+    """Reading a table's log for a new app id can run a Spark job, and a loss cancels
+    every job: the batch is dropped and the pipeline goes on (make demo died there once)."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+    slow = Spark(seconds=3 * SESSION)
+
+    async def scenario() -> None:
+        member = pipeline(world, "m", log, table, spark=slow)
+        check = writer(member).written
+
+        def slow_check(app_id: str) -> int | None:
+            slow.job()
+            return check(app_id)
+
+        writer(member).written = slow_check  # type: ignore[method-assign]
+        await member.start(timeout=30)
+        turn = asyncio.create_task(member.run_once())
+        await until(lambda: slow.running == 1, 5, "the check in flight")
+        world.partition("m")  # past its session: the partitions are lost, the job cancelled
+        progress = await turn
+        assert progress is not None and progress.dropped and not progress.published
+        assert slow.cancels == 1 and table.rows == []
+        world.heal("m")
+        writer(member).written = check  # type: ignore[method-assign]
+        await run_until(member, committed_everywhere(world, 30), "the member back at work")
+        assert table.exactly_once(30)
+
+    world.play(scenario)
+
+
 def test_a_zombie_whose_plan_commit_is_refused_never_writes(tmp_path: Path) -> None:
     world = World(tmp_path)
     log = Log(end=30)
