@@ -185,7 +185,10 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
     assert "dropping" in refused and published
     read = ds.dataset(str(table), format="parquet").to_table()
     rows_once(read, reference(records, ends))
-    assert not [p for p in (table / ".staging").rglob("*") if p.is_file()]
+    # What the frozen applications staged is published or swept; the killed one's staging
+    # (if its executors had written any) stays for the sweep of staging a day old.
+    left = [p for p in (table / ".staging").rglob("*") if p.is_file()]
+    assert not [p for p in left if not any(part.endswith(".app0") for part in p.parts)], left
 
 
 def test_a_batch_larger_than_the_drivers_memory_goes_through_the_executors(
