@@ -33,6 +33,7 @@ from tests.unit.spark.world import (
     Spark,
     World,
     first_turn,
+    survivor_in_flight,
     tiled,
     until,
 )  # fmt: skip
@@ -229,14 +230,7 @@ def test_a_survivor_starts_a_dead_members_partitions_beside_its_batch_in_flight(
     async def scenario() -> None:
         survivor = world.pipeline("survivor", log, slow, assignor="cooperative-sticky")
         dies = world.pipeline("dies", log, Spark(), assignor="cooperative-sticky")
-        await survivor.start(timeout=30)
-        await dies.start(timeout=30)
-        await until(lambda: len(survivor.member.assignment) == 2 == len(dies.member.assignment)
-                    and survivor.member.state is MemberState.STABLE, 10 * SESSION, "the split")  # fmt: skip
-        mine = {tp.partition for tp in survivor.member.assignment}
-        theirs = set(range(PARTITIONS)) - mine
-        runner = asyncio.create_task(survivor.run())
-        await until(lambda: slow.running == 1, 5, "the survivor's batch in flight")
+        mine, theirs, runner = await survivor_in_flight(survivor, dies, slow)
         crash(dies.member, world.wires["dies"])
         slow.seconds = 1.0  # the takeover's batch is short: it must not wait for the long one
         committed = world.committed

@@ -31,6 +31,7 @@ from tests.unit.spark.world import (
     Spark,
     World,
     first_turn,
+    survivor_in_flight,
     until,
 )  # fmt: skip
 
@@ -229,14 +230,7 @@ def test_a_survivor_writes_a_dead_members_plan_beside_its_batch_in_flight(
         )
         writer(survivor).before = lambda batch: slow.job()  # each write takes its time
         dies = pipeline(world, "dies", log, table, assignor="cooperative-sticky")
-        await survivor.start(timeout=30)
-        await dies.start(timeout=30)
-        await until(lambda: len(survivor.member.assignment) == 2 == len(dies.member.assignment)
-                    and dies.member.state.name == "STABLE", 10 * SESSION, "the split")  # fmt: skip
-        mine = {tp.partition for tp in survivor.member.assignment}
-        theirs = set(range(PARTITIONS)) - mine
-        runner = asyncio.create_task(survivor.run())
-        await until(lambda: slow.running == 1, 5, "the survivor's batch in flight")
+        mine, theirs, runner = await survivor_in_flight(survivor, dies, slow)
         writer(dies).before = crash_with("before the write")
         with pytest.raises(Crash):
             await dies.run_once()

@@ -192,6 +192,23 @@ async def first_turn(loop: BatchLoop) -> Progress:
     raise AssertionError(f"{loop.name} never held a generation")
 
 
+async def survivor_in_flight(
+    survivor: BatchLoop, dies: BatchLoop, spark: Spark
+) -> tuple[set[int], set[int], asyncio.Task[None]]:
+    """Start both members, wait until they hold two partitions each, then run
+    `survivor` until its first batch is in flight on `spark`: (the survivor's
+    partitions, the other's, the survivor's running task)."""
+    await survivor.start(timeout=30)
+    await dies.start(timeout=30)
+    await until(lambda: len(survivor.member.assignment) == 2 == len(dies.member.assignment)
+                and survivor.member.state.name == dies.member.state.name == "STABLE",
+                10 * SESSION, "the split")  # fmt: skip
+    mine = {tp.partition for tp in survivor.member.assignment}
+    runner = asyncio.create_task(survivor.run())
+    await until(lambda: spark.running == 1, 5, "the survivor's batch in flight")
+    return mine, set(range(PARTITIONS)) - mine, runner
+
+
 def tiled(tiles: list[tuple[int, int]], end: int) -> bool:
     edge = 0
     for start, stop in tiles:
