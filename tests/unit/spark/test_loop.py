@@ -293,3 +293,19 @@ def test_a_committed_but_unpublished_batch_is_published_by_the_next_owner(
         await runner
 
     world.play(scenario)
+
+
+def test_a_pipeline_rebalances_cooperatively_unless_told_otherwise() -> None:
+    """An eager rebalance would hold every member's batch in flight before anyone got a
+    dead member's partitions: a Spark pipeline defaults to cooperative-sticky."""
+    from prometheus_client import CollectorRegistry
+
+    from kgroups.spark.loop import BatchLoop
+
+    def loop(**options: object) -> BatchLoop:
+        return BatchLoop(bootstrap="127.0.0.1:9", group="g", topic=TOPIC, source=Log(end=0),
+                         process=Spark().process, output="out", registry=CollectorRegistry(),
+                         **options)  # fmt: skip
+
+    assert loop().member.protocol == "cooperative"
+    assert loop(assignors=["range"]).member.protocol == "eager"
