@@ -4,7 +4,8 @@
 the chart and the examples name, built and loaded here); the examples applied with kubectl
 unchanged; members of every kind as pods: kgroups sidecars beside their applications,
 kafka-python, confluent-kafka and kgroups' in-process member (examples/k8s/members.yaml),
-and Spark applications (examples/k8s/spark-members.yaml, sized to this node). Then what a
+and Spark applications writing a Delta table with their executors as pods
+(examples/k8s/spark-delta.yaml, sized to this node). Then what a
 user of the cluster does to it: pods deleted, members scaled, the coordinator and operator
 pods deleted, the topic grown, the group deleted, the release upgraded and uninstalled.
 
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -363,9 +366,9 @@ def test_crash_looping_member_warns_and_loses_nothing(release: KindCluster) -> N
     stays(release, settled(release, SIDECARS + 3, partitions, timeout=120))
 
 
-def volume_path(cluster: KindCluster) -> str:
-    """Where the coordinator's claim lives on the node (a local-path volume)."""
-    pvc = json.loads(cluster.k("get", "pvc", f"data-{RELEASE}-coordinator-0", "-o", "json"))
+def volume_path(cluster: KindCluster, claim: str = f"data-{RELEASE}-coordinator-0") -> str:
+    """Where a claim (the coordinator's) lives on the node (a local-path volume)."""
+    pvc = json.loads(cluster.k("get", "pvc", claim, "-o", "json"))
     pv = json.loads(cluster.kubectl("get", "pv", pvc["spec"]["volumeName"], "-o", "json").stdout)
     source = pv["spec"].get("hostPath") or pv["spec"]["local"]
     return str(source["path"])
@@ -524,70 +527,139 @@ def test_group_deleted_once_empty_leaves_the_coordinator(release: KindCluster) -
     assert seen == ["Dead", "0", "0"], seen
 
 
-def spark_members_for_one_node() -> str:
-    """examples/k8s/spark-members.yaml as a kind user applies it: kind's local-path volumes
-    are ReadWriteOnce (one node: every pod still mounts it), and two applications' CPU
-    requests of 2 cores each do not fit a 2-core node beside the control plane."""
-    docs = list(yaml.safe_load_all((EXAMPLES / "spark-members.yaml").read_text()))
-    for doc in docs:
+def spark_delta_for_one_node() -> tuple[str, str]:
+    """examples/k8s/spark-members.yaml's topic, volume and demo writer (not its local-mode
+    applications), and examples/k8s/spark-delta.yaml, as a kind user applies them: kind's
+    local-path volumes are ReadWriteOnce (one node: every pod still mounts it); two
+    applications with one executor each, their CPU requests small enough for a 2-core
+    node beside the control plane."""
+    shared = [
+        d for d in yaml.safe_load_all((EXAMPLES / "spark-members.yaml").read_text())
+        if d["kind"] in ("Topic", "PersistentVolumeClaim")
+        or d["metadata"]["name"] == "clicks-writer"
+    ]  # fmt: skip
+    for doc in shared:
         if doc["kind"] == "PersistentVolumeClaim":
             doc["spec"]["accessModes"] = ["ReadWriteOnce"]
-        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "clicks-spark":
+    delta = list(yaml.safe_load_all((EXAMPLES / "spark-delta.yaml").read_text()))
+    for doc in delta:
+        if doc["kind"] == "Deployment":
             doc["spec"]["replicas"] = SPARK_APPS
-            for c in doc["spec"]["template"]["spec"]["containers"]:
-                c["resources"]["requests"] = {"cpu": "100m", "memory": "1Gi"}
-    return yaml.safe_dump_all(docs)
+            [c] = doc["spec"]["template"]["spec"]["containers"]
+            c["resources"]["requests"] = {"cpu": "100m", "memory": "1Gi"}
+            c["args"] = [a for a in c["args"] if not a.startswith("--conf=spark.executor.")]
+            c["args"] += [
+                "--conf=spark.executor.instances=1",
+                "--conf=spark.executor.cores=1",
+                "--conf=spark.executor.memory=768m",
+                "--conf=spark.kubernetes.executor.request.cores=100m",
+            ]
+    return yaml.safe_dump_all(shared), yaml.safe_dump_all(delta)
 
 
 SPARK_APPS = 2
 
 
-def test_spark_applications_as_pods_split_the_topic(release: KindCluster) -> None:
-    """Spark applications (one per pod, local mode) are the members of clicks: each owns
-    its share, batches are published and committed, and the group holds."""
-    manifest = spark_members_for_one_node()
-    release.k("apply", "-f", "-", input=manifest)
+def executors(cluster: KindCluster) -> dict[str, set[str]]:
+    """Running executor pods by the driver pod owning them."""
+    out = cluster.k("get", "pods", "-l", "spark-role=executor", "-o", "json")
+    owned: dict[str, set[str]] = {}
+    for pod in json.loads(out)["items"]:
+        if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") != "Running":
+            continue
+        for owner in pod["metadata"].get("ownerReferences") or []:
+            owned.setdefault(owner["name"], set()).add(pod["metadata"]["name"])
+    return owned
 
-    def formed() -> dict[str, Any] | None:
-        s = release.status("cg", "clicks")
-        ok = s.get("state") == "Stable" and s.get("memberCount") == SPARK_APPS
-        return s if ok and (s.get("partitions") or {}).get("summary") == "6/6" else None
 
-    status = wait_for(formed, 420, f"clicks Stable with {SPARK_APPS} Spark members and 6/6", poll=3)
-    owned = [p for m in status["members"] for a in m["assignment"] for p in a["partitions"]]
-    assert sorted(owned) == list(range(6))
-    # Records are counted, published and committed: offsets move on every partition.
-    first = wait_for(
-        lambda: (
-            len(committed(release.status("cg", "clicks"))) == 6
-            and committed(release.status("cg", "clicks"))
-        ),
-        240,
-        "clicks offsets on 6 partitions",
-        poll=3,
-    )
-    wait_for(
-        lambda: all(o > first[tp] for tp, o in committed(release.status("cg", "clicks")).items()),
-        180,
-        "clicks offsets to move",
-        poll=3,
-    )
-    writer = release.pods("clicks-writer")[0]["metadata"]["name"]
-    published = release.k("exec", writer, "--", "ls", "/data/out").split()
-    assert len(published) >= 6, published
+def delta_formed(cluster: KindCluster, drivers: set[str]) -> dict[str, Any] | None:
+    """clicks-delta Stable with these driver pods as its members, 6/6, each with a
+    running executor pod of its own."""
+    s = cluster.status("cg", "clicks-delta")
+    ok = s.get("state") == "Stable" and (s.get("partitions") or {}).get("summary") == "6/6"
+    members = {m.get("clientId") for m in s.get("members") or []}
+    if not ok or members != drivers or not drivers <= set(executors(cluster)):
+        return None
+    return s
 
-    def same() -> bool:
-        s = release.status("cg", "clicks")
-        return s.get("generation") == status["generation"] and s.get("memberCount") == SPARK_APPS
 
-    holds(same, 20, "clicks on one generation", poll=2)
-    release.k("delete", "-f", "-", "--wait=false", input=manifest)
-    wait_for(
-        lambda: not release.exists("cg", "clicks", NAMESPACE),
-        240,
-        "clicks deleted once empty",
-        poll=3,
-    )
+def copied_from_volume(cluster: KindCluster, claim: str, path: str, to: Path) -> Path:
+    """A copy of `path` in a claim's volume on the node, at `to`."""
+    run("docker", "cp", f"{cluster.name}-control-plane:{volume_path(cluster, claim)}/{path}",
+        str(to), env={**os.environ, "DOCKER_HOST": cluster.docker_host})  # fmt: skip
+    return to
+
+
+def test_spark_applications_with_executor_pods_write_one_delta_table(
+    release: KindCluster, tmp_path: Path
+) -> None:
+    """Spark applications in client mode on Kubernetes (examples/k8s/spark-delta.yaml):
+    each driver pod is a member of clicks-delta, its executors are pods Spark's scheduler
+    starts from the same image, and every click of the file log lands in one Delta table
+    exactly once, through a driver pod deleted mid-stream (its executors go with it, its
+    replacement joins). The table is read back with delta-rs, not Spark."""
+    from deltalake import DeltaTable
+
+    from kgroups.spark.filelog import FileLog
+
+    shared, delta = spark_delta_for_one_node()
+    release.k("apply", "-f", "-", input=shared)
+    release.k("apply", "-f", "-", input=delta)
+    try:
+
+        def drivers() -> set[str]:
+            return {p["metadata"]["name"] for p in release.pods("clicks-delta")}
+
+        first = wait_for(
+            lambda: len(drivers()) == SPARK_APPS and delta_formed(release, drivers()),
+            480, f"clicks-delta Stable with {SPARK_APPS} drivers, each with an executor pod",
+            poll=3,
+        )  # fmt: skip
+        wait_for(
+            lambda: len(committed(release.status("cg", "clicks-delta"))) == 6,
+            300, "clicks-delta offsets on 6 partitions", poll=3,
+        )  # fmt: skip
+        # A driver pod deleted (SIGTERM): its executor pods are deleted with it, and the
+        # Deployment's new pod joins the group with executors of its own.
+        gone = sorted(drivers())[0]
+        theirs = executors(release)[gone]
+        release.k("delete", "pod", gone, "--wait=false")
+        wait_for(
+            lambda: not theirs & {n for e in executors(release).values() for n in e}
+            and not release.exists("pod", gone, NAMESPACE),
+            180, f"{gone} and its executors gone", poll=3,
+        )  # fmt: skip
+        wait_for(
+            lambda: len(drivers()) == SPARK_APPS and gone not in drivers()
+            and (s := delta_formed(release, drivers())) is not None
+            and s["generation"] > first["generation"],
+            480, "clicks-delta Stable again with the new driver", poll=3,
+        )  # fmt: skip
+        # The input stops; every record is committed, then read from the table.
+        release.k("scale", "deployment", "clicks-writer", "--replicas=0")
+        wait_for(lambda: not release.pods("clicks-writer"), 120, "the writer stopped", poll=2)
+        log = FileLog(copied_from_volume(release, "clicks-data", "log", tmp_path / "log"))
+        ends = log.end_offsets("clicks", range(6))
+        wait_for(
+            lambda: committed(release.status("cg", "clicks-delta"))
+            == {("clicks", p): ends[p] for p in range(6)},
+            420, f"clicks-delta committed up to the log's ends {ends}", poll=3,
+        )  # fmt: skip
+        table = DeltaTable(str(copied_from_volume(release, "clicks-data", "clicks-table",
+                                                  tmp_path / "table")))  # fmt: skip
+        rows = table.to_pyarrow_table(columns=["partition", "offset", "user"]).to_pylist()
+        seen = sorted((r["partition"], r["offset"]) for r in rows)
+        expected = [(p, o) for p in range(6) for o in range(ends[p])]
+        assert seen == expected, (len(seen), len(expected))
+        users = {p: [r["user"] for r in log.read("clicks", p, 0, ends[p])] for p in range(6)}
+        assert all(r["user"] == users[r["partition"]][r["offset"]] for r in rows)
+    finally:
+        release.k("delete", "-f", "-", "--wait=false", input=delta)
+        release.k("delete", "-f", "-", "--wait=false", "--ignore-not-found", input=shared)
+        wait_for(
+            lambda: not release.pods("clicks-delta") and not executors(release),
+            240, "the Spark pods gone", poll=3,
+        )  # fmt: skip
 
 
 UPGRADED = """

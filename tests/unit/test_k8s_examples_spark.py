@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kgroups.spark import app
 from kgroups.spark.filelog import FileLog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,15 +41,24 @@ def pod(name: str) -> dict[str, Any]:
     return spec
 
 
+FIELDS = {"metadata.namespace": "kgroups", "status.podIP": "10.244.0.17"}
+
+
 def expand(args: list[str], env: list[dict[str, Any]], pod_name: str) -> list[str]:
-    """$(VAR) in args as the kubelet expands them (fieldRef metadata.name: the pod's name)."""
-    values = {}
+    """$(VAR) in args as the kubelet expands them (fieldRef: the pod's name, its
+    namespace, its IP)."""
+    values: dict[str, str] = {}
+    fields = {**FIELDS, "metadata.name": pod_name}
     for var in env:
         if "value" in var:
-            values[var["name"]] = var["value"]
-        elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
-            values[var["name"]] = pod_name
-    return [re.sub(r"\$\((\w+)\)", lambda m: values.get(m[1], m[0]), a) for a in args]
+            values[var["name"]] = expand_one(var["value"], values)
+        elif path := var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath"):
+            values[var["name"]] = fields[path]
+    return [expand_one(a, values) for a in args]
+
+
+def expand_one(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"\$\((\w+)\)", lambda m: values.get(m[1], m[0]), text)
 
 
 def clickcount(script: str = "clickcount.py") -> ModuleType:
@@ -216,9 +226,54 @@ def test_the_delta_pods_command_line_is_accepted_by_clicks_to_delta(
         "delta",
         "files:/data/log",
     )
-    assert args.assignor == ["cooperative-sticky"] and args.name == "clicks-delta-5c4b-xyz12"
+    assert args.name == "clicks-delta-5c4b-xyz12"
+    assert not args.assignor  # cooperative-sticky, the pipelines' default
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
     claim = volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"]
     assert ("PersistentVolumeClaim", claim) in shared
     assert container["image"] == pod("clicks-spark")["containers"][0]["image"]
+
+
+def test_the_delta_pods_run_their_executors_as_pods_that_can_reach_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark's client mode on Kubernetes as the example sets it up: the executors are pods
+    of the same image, mounting the driver's volume (they read the log and write the
+    table's files), owned by the driver's pod, reaching the driver at its pod IP; the
+    driver's ServiceAccount may manage exactly those pods and their ConfigMap."""
+    docs = documents(DELTA)
+    spec = docs[("Deployment", "clicks-delta")]["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    env = expand([f"{v['name']}=$({v['name']})" for v in container["env"]], container["env"],
+                 "clicks-delta-5c4b-xyz12")  # fmt: skip
+    args = parse(expand(container["args"], container["env"], "clicks-delta-5c4b-xyz12"),
+                 dict(e.split("=", 1) for e in env), monkeypatch, "clicks_to_delta.py")  # fmt: skip
+    conf = dict(app.spark_conf(args))
+    assert args.master == "k8s://https://kubernetes.default.svc"
+    assert conf["spark.kubernetes.namespace"] == FIELDS["metadata.namespace"]
+    assert conf["spark.kubernetes.driver.pod.name"] == "clicks-delta-5c4b-xyz12"
+    assert (
+        conf["spark.driver.host"]
+        == FIELDS["status.podIP"]
+        == dict(e.split("=", 1) for e in env)["SPARK_LOCAL_IP"]
+    )
+    assert conf["spark.kubernetes.container.image"] == container["image"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    claim = {v["name"]: v for v in spec["volumes"]}[mounts["/data"]]["persistentVolumeClaim"]
+    volume = "spark.kubernetes.executor.volumes.persistentVolumeClaim.data"
+    assert conf[f"{volume}.options.claimName"] == claim["claimName"]
+    assert conf[f"{volume}.mount.path"] == "/data"
+    secrets = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert conf["spark.kubernetes.authenticate.oauthTokenFile"] == f"{secrets}/token"
+    account = spec["serviceAccountName"]
+    assert ("ServiceAccount", account) in docs
+    [binding] = [d for (kind, _), d in docs.items() if kind == "RoleBinding"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account}]
+    role = docs[("Role", binding["roleRef"]["name"])]
+    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    for resource in ("pods", "configmaps"):
+        for verb in ("create", "get", "list", "watch", "delete"):
+            assert (resource, verb) in granted
+    # The image's entrypoint starts an executor when Spark asks it to.
+    assert 'ENTRYPOINT ["python", "-m", "kgroups.spark.executor"]' in DOCKERFILE.read_text()

@@ -84,6 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="Spark master (default: spark-submit's --master, else local[2])",
     )  # fmt: skip
     parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (repeat): e.g. the Kubernetes "
+        "scheduler's spark.kubernetes.* settings for --master k8s://...",
+    )  # fmt: skip
+    parser.add_argument(
         "--jars", default=os.environ.get("KGROUPS_SPARK_JARS"),
         help="a directory of jars for Spark: the Kafka source's and Delta's "
         f"(tools/spark/fetch.sh prints one); under spark-submit use --packages "
@@ -106,6 +111,17 @@ def kafka_options(args: argparse.Namespace) -> dict[str, str]:
     return options
 
 
+def spark_conf(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """--conf KEY=VALUE, each checked."""
+    pairs = []
+    for given in getattr(args, "conf", []):
+        key, sep, value = given.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--conf is KEY=VALUE, not {given!r}")
+        pairs.append((key.strip(), value))
+    return pairs
+
+
 def session(args: argparse.Namespace, *, delta: bool = False, conf: Mapping[str, str] = {}) -> Any:
     """The application's SparkSession (its own, unless spark-submit made one)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -124,7 +140,7 @@ def session(args: argparse.Namespace, *, delta: bool = False, conf: Mapping[str,
         from kgroups.spark.delta import configure
 
         builder = configure(builder, snapshot_partitions=2)
-    for key, value in conf.items():
+    for key, value in [*conf.items(), *spark_conf(args)]:
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

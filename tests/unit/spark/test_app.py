@@ -48,3 +48,10 @@ def test_defaults_are_kafkas() -> None:
         45_000, "earliest", 10_000,
     )  # fmt: skip
     assert args.partition_check_interval_s == 30.0
+
+
+def test_spark_settings_are_key_value_pairs_in_their_order() -> None:
+    args = parse("--conf", "spark.executor.instances=2", "--conf", "spark.a=b=c")
+    assert app.spark_conf(args) == [("spark.executor.instances", "2"), ("spark.a", "b=c")]
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        app.spark_conf(parse("--conf", "spark.executor.instances"))
