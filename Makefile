@@ -35,11 +35,12 @@ lint: install
 # Most tests wait on timers and processes, so more workers than cores: four on this
 # 2-core machine (TEST_WORKERS=0 runs everything in one process). The kind cluster's tests
 # share a worker, in order; tests marked `alone` (they time latency beside an attack) run
-# afterwards by themselves. Each run ends with its time per tier (tests/tiers.py).
+# afterwards by themselves. Each run ends with its slowest tests and its time per tier
+# (tests/tiers.py).
 TEST_WORKERS ?= 4
 test: lint kafka spark-jars controlplane peers cluster-bits prometheus
 	@status=0; \
-	$(BIN)/pytest $(PYTEST_FLAGS) -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
+	$(BIN)/pytest $(PYTEST_FLAGS) --durations=30 -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -m alone --test-times .kgroups/test-times-alone.tsv tests || status=$$?; \
 	exit $$status
 
