@@ -10,7 +10,8 @@ keeps heartbeating while Spark works; in the tests, virtual time). Each turn:
    what their metadata says is unfinished (`_recover`): a staging sink publishes the
    committed-but-unpublished batch and sweeps what was staged and never committed; an
    idempotent sink writes again every batch whose plan is committed there (the whole
-   batch, even partitions now owned by others: the sink keeps one copy) and commits its
+   batch, even partitions now owned by others: the sink keeps one copy, and the wait for
+   this member's write ends once another owner is seen to finish it) and commits its
    end. Each position then comes from the committed offset (Kafka's auto.offset.reset
    when there is none or it is out of range, `plan.start_offset`);
 3. plan one `MicroBatch` of the owned partitions with new records (`plan.next_batch`),
@@ -93,6 +94,9 @@ Outcome = Literal["accepted", "refused", "unknown"]
 
 MAX_BACKOFF = 10.0
 """The longest wait before trying again after commits of unknown outcome."""
+SIBLING_POLL_S = 0.2
+"""How often a member writing a dead member's batch again asks whether the owner of
+another of its partitions has finished it."""
 
 RETRIABLE = frozenset({
     ErrorCode.request_timed_out, ErrorCode.unknown_server_error,
@@ -113,6 +117,13 @@ class Progress:
     generation: int
     published: list[MicroBatch] = field(default_factory=list)
     dropped: list[MicroBatch] = field(default_factory=list)
+
+
+def _left_to_end(write: asyncio.Future[bool]) -> None:
+    """A write of a batch that another member finished: its outcome no longer matters
+    (the table kept one copy either way), but a failure is said."""
+    if not write.cancelled() and write.exception() is not None:
+        log.info("a write of a batch finished elsewhere failed: %s", write.exception())
 
 
 async def _in_thread(call: Callable[[], T]) -> T:
@@ -460,6 +471,55 @@ class BatchLoop:
             )
         return True
 
+    async def _replay(
+        self, sink: IdempotentSink, batch: MicroBatch, mine: list[int], losses: int
+    ) -> bool:
+        """Write a planned batch again, unless the owner of another of its partitions is
+        seen to finish it first: then the batch is in the table, and this member's own
+        write (left to end by itself: the table skips it) is not waited for. A dead
+        member's batch spans all its partitions, which a rebalance usually splits among
+        survivors; each writes the whole batch, and without this the slowest (its own
+        batch in flight, Delta rebuilding the table's state) holds its partitions back."""
+        if set(batch.offsets) <= set(mine):  # nobody else owns any of it
+            return await self._write(sink, batch, losses, again=True)
+        if await self._finished_elsewhere(batch, mine):
+            log.info("%s: batch %s: already finished by the owner of another of its "
+                     "partitions", self.name, batch.id)  # fmt: skip
+            return True
+        write = asyncio.ensure_future(self._write(sink, batch, losses, again=True))
+        while not write.done():
+            await asyncio.wait({write}, timeout=SIBLING_POLL_S)
+            if not write.done() and await self._finished_elsewhere(batch, mine):
+                log.info("%s: batch %s: finished by the owner of another of its "
+                         "partitions; not waiting for this member's write of it",
+                         self.name, batch.id)  # fmt: skip
+                write.add_done_callback(_left_to_end)
+                return True
+        return write.result()
+
+    async def _finished_elsewhere(self, batch: MicroBatch, mine: list[int]) -> bool:
+        """Whether the group's offsets show `batch` finished: another of its partitions
+        committed its end (a "done" record of the batch, committed only after a write),
+        or moved on to a later batch from there (planned only after that "done").
+        Unknown (the coordinator unreachable) counts as not finished."""
+        others = [TopicPartition(self.topic, p) for p in batch.offsets if p not in mine]
+        try:
+            committed = await self.member.committed(others)
+        except (CoordinatorUnavailable, RebalanceInProgressError, MemberError):
+            return False
+        for tp, found in committed.items():
+            record = decode(found.metadata if found else None)
+            if record is None:
+                continue
+            if record.batch.id == batch.id:
+                if record.kind == "done":
+                    return True
+                continue
+            later = record.batch.offsets.get(tp.partition)
+            if later is not None and later[0] >= batch.offsets[tp.partition][1]:
+                return True
+        return False
+
     async def _still_owner(self, batch: MicroBatch, losses: int) -> bool:
         """Whether the member still holds the batch's generation, proven by an answer to a
         request sent from now on (a zombie waking up learns otherwise within a heartbeat
@@ -582,7 +642,7 @@ class BatchLoop:
                 mine = waiting[batch.id]
                 log.info("%s: generation %d: writing planned batch %s again (%s's)",
                          self.name, generation, batch.id, batch.member)  # fmt: skip
-                if not await self._write(sink, batch, losses, again=True):
+                if not await self._replay(sink, batch, mine, losses):
                     return False
                 done = batch.encode("done")
                 ends = {p: OffsetAndMetadata(batch.offsets[p][1], done) for p in mine}

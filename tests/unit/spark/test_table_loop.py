@@ -143,6 +143,17 @@ def committed_everywhere(world: World, end: int) -> Callable[[], bool]:
     return lambda: world.committed() == dict.fromkeys(range(PARTITIONS), end)
 
 
+async def split_between(world: World, a: BatchLoop, b: BatchLoop) -> None:
+    await a.start(timeout=3 * SESSION)
+    await b.start(timeout=3 * SESSION)
+    await until(lambda: len(a.member.assignment) == 2 == len(b.member.assignment)
+                and a.member.generation == b.member.generation, 3 * SESSION, "a split")  # fmt: skip
+
+
+def owned(loop: BatchLoop) -> set[int]:
+    return {tp.partition for tp in loop.member.assignment}
+
+
 @pytest.mark.parametrize("where", ["before-plan", "after-plan", "after-write", "before-end-commit"])
 def test_after_a_crash_at_any_step_the_next_owner_leaves_every_record_once(
     tmp_path: Path, where: str
@@ -198,10 +209,7 @@ def test_two_heirs_of_one_planned_batch_write_it_once_between_them(tmp_path: Pat
         assert table.rows == [] and world.committed() == dict.fromkeys(range(PARTITIONS), 0)
 
         a, b = pipeline(world, "a", log, table), pipeline(world, "b", log, table)
-        await a.start(timeout=3 * SESSION)
-        await b.start(timeout=3 * SESSION)
-        await until(lambda: len(a.member.assignment) == 2 == len(b.member.assignment)
-                    and a.member.generation == b.member.generation, 3 * SESSION, "a split")  # fmt: skip
+        await split_between(world, a, b)
         await asyncio.gather(a.run_once(), b.run_once())
         [planned] = writer(a).batches
         assert writer(b).batches == [planned]  # both wrote the whole batch again
@@ -209,6 +217,68 @@ def test_two_heirs_of_one_planned_batch_write_it_once_between_them(tmp_path: Pat
         assert sorted(what for _, what in table.outcomes(planned.id)) == ["skipped", "written"]
         assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
         assert table.exactly_once(30)
+
+    world.play(scenario)
+
+
+def test_an_heir_whose_write_is_slow_goes_on_once_the_other_heir_finishes_the_batch(
+    tmp_path: Path,
+) -> None:
+    """The dead member's planned batch spans both heirs' partitions, and one heir's write
+    of it is slow (its Spark busy with its own batch, or Delta rebuilding the table's
+    state). It commits its partitions' end as soon as the group shows the other heir's
+    "done" for the batch, not when its own write ends; the table keeps one copy."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+    slow = Spark(seconds=8 * SESSION)
+
+    async def scenario() -> None:
+        await plan_and_die(world, log, table)
+        a, b = pipeline(world, "a", log, table), pipeline(world, "b", log, table, spark=slow)
+        writer(b).before = lambda batch: slow.job()
+        await split_between(world, a, b)
+        b_turn = asyncio.create_task(b.run_once())
+        await until(lambda: slow.running == 1, 5, "b's write of the planned batch in flight")
+        started = asyncio.get_running_loop().time()
+        await a.run_once()
+        await until(lambda: all(world.committed()[p] == 30 for p in owned(b)), 2,
+                    "b's partitions ended after a's done")  # fmt: skip
+        assert asyncio.get_running_loop().time() - started < 2
+        assert slow.running == 1  # b's own write of it still going
+        await b_turn
+        [planned] = writer(a).batches
+        assert writer(b).batches == [planned] and planned.member == "dies"
+        assert sorted(what for _, what in table.outcomes(planned.id)) == ["skipped", "written"]
+        assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
+        assert table.exactly_once(30)
+
+    world.play(scenario)
+
+
+def test_an_heir_that_finds_the_batch_finished_and_moved_past_does_not_write_it(
+    tmp_path: Path,
+) -> None:
+    """By the time the second heir reads the group, the first has written the planned
+    batch and gone on to a batch of its own from the plan's end: the second heir does
+    not write the planned batch at all, and commits its partitions' end."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        await plan_and_die(world, log, table)
+        log.end = dict.fromkeys(range(PARTITIONS), 50)  # records arrive after the plan
+        a, b = pipeline(world, "a", log, table), pipeline(world, "b", log, table)
+        await split_between(world, a, b)
+        await a.run_once()  # the planned batch, then one of a's own from 30
+        planned, later = writer(a).batches
+        assert planned.member == "dies" and later.offsets == dict.fromkeys(owned(a), (30, 50))
+        await b.run_once()
+        assert planned not in writer(b).batches
+        assert table.outcomes(planned.id) == [("a", "written")]
+        assert all(world.committed()[p] == 50 for p in owned(b))  # its own batch from 30
+        assert table.exactly_once(50)
 
     world.play(scenario)
 
