@@ -134,15 +134,18 @@ def test_three_apps_write_a_delta_table_once_from_a_secured_growing_kafka_topic(
         apps[0].signal(signal.SIGKILL)  # dies mid-write
         late = apps[1].freeze_at("plan committed; writing", FREEZE_S,
                                  lambda said: "in the table already" in said)  # fmt: skip
-        refused = apps[2].freeze_at(": done (", FREEZE_S,
-                                    lambda said: "plan commit refused" in said)  # fmt: skip
+        # On waking, its next plan commit is refused, or its member first finds its own
+        # session run out and drops the partitions: either way its next batch is not written.
+        refused = apps[2].freeze_at(": done (", FREEZE_S, lambda said: "plan commit refused"
+                                    in said or "no proof of membership" in said)  # fmt: skip
         feeder.stop()
         ends = caught_up(coordinator, records, apps[1:])
     finally:
         feeder.stop()
         for each in apps:
             each.stop()
-    assert "skipped" in late and "commit refused" in refused
+    assert "skipped" in late
+    assert "commit refused" in refused or "partitions lost" in refused
     read = DeltaTable(str(table)).to_pyarrow_table()
     rows_once(read, reference(records, ends))
     assert set(read["topic"].to_pylist()) == {"clicks"}

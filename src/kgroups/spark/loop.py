@@ -341,6 +341,8 @@ class BatchLoop:
         # A new generation, or partitions the source did not know when it began (its view
         # of a topic just grown lagged): where to start comes from the group.
         stale = [p for p in mine if self.recovered.get(p) != generation]
+        if stale and self._losses != losses:  # lost since the turn began: nothing to do
+            return Progress(generation)  # (a plan recovered now would be written for nobody)
         if stale:
             try:
                 if not await self._recover(generation, stale, losses):
