@@ -534,3 +534,35 @@ def test_a_new_batch_the_table_skips_stops_the_pipeline_instead_of_losing_it(
         await loop.close()
 
     world.play(scenario)
+
+
+def test_a_turn_whose_partitions_are_lost_before_it_reads_the_group_does_nothing(
+    tmp_path: Path,
+) -> None:
+    """A member that loses its partitions while a turn is starting (a zombie waking up:
+    its own session check fires first) does not read the group's plans for them and write
+    another member's batch for a generation it no longer holds."""
+    world = World(tmp_path)
+    log = Log(end=30)
+    table = Table()
+
+    async def scenario() -> None:
+        await plan_and_die(world, log, table)
+        heir = pipeline(world, "heir", log, table)
+        await heir.start(timeout=3 * SESSION)
+        await until(lambda: len(heir.member.assignment) == PARTITIONS, 3 * SESSION, "all mine")
+        check = heir._check_partitions
+
+        async def lost_meanwhile() -> None:
+            await check()
+            heir.on_partitions_lost(frozenset(heir.member.assignment))
+
+        heir._check_partitions = lost_meanwhile  # type: ignore[method-assign]
+        progress = await heir.run_once()
+        assert progress is not None and not progress.published
+        assert writer(heir).batches == [] and table.rows == []
+        heir._check_partitions = check  # type: ignore[method-assign]
+        await run_until(heir, committed_everywhere(world, 30), "the plan written next turn")
+        assert table.exactly_once(30)
+
+    world.play(scenario)
