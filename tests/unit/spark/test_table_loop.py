@@ -154,6 +154,19 @@ def owned(loop: BatchLoop) -> set[int]:
     return {tp.partition for tp in loop.member.assignment}
 
 
+def written_once_by_two_heirs(
+    world: World, table: Table, a: BatchLoop, b: BatchLoop, *, end: int
+) -> MicroBatch:
+    """Both heirs wrote the dead member's whole planned batch again; the table kept one
+    copy; every partition's end is committed. Returns the batch."""
+    [planned] = writer(a).batches
+    assert writer(b).batches == [planned] and planned.member == "dies"
+    assert sorted(what for _, what in table.outcomes(planned.id)) == ["skipped", "written"]
+    assert world.committed() == dict.fromkeys(range(PARTITIONS), end)
+    assert table.exactly_once(end)
+    return planned
+
+
 @pytest.mark.parametrize("where", ["before-plan", "after-plan", "after-write", "before-end-commit"])
 def test_after_a_crash_at_any_step_the_next_owner_leaves_every_record_once(
     tmp_path: Path, where: str
@@ -211,12 +224,8 @@ def test_two_heirs_of_one_planned_batch_write_it_once_between_them(tmp_path: Pat
         a, b = pipeline(world, "a", log, table), pipeline(world, "b", log, table)
         await split_between(world, a, b)
         await asyncio.gather(a.run_once(), b.run_once())
-        [planned] = writer(a).batches
-        assert writer(b).batches == [planned]  # both wrote the whole batch again
-        assert (planned.member, planned.partitions) == ("dies", (0, 1, 2, 3))
-        assert sorted(what for _, what in table.outcomes(planned.id)) == ["skipped", "written"]
-        assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
-        assert table.exactly_once(30)
+        planned = written_once_by_two_heirs(world, table, a, b, end=30)
+        assert planned.partitions == (0, 1, 2, 3)
 
     world.play(scenario)
 
@@ -247,11 +256,7 @@ def test_an_heir_whose_write_is_slow_goes_on_once_the_other_heir_finishes_the_ba
         assert asyncio.get_running_loop().time() - started < 2
         assert slow.running == 1  # b's own write of it still going
         await b_turn
-        [planned] = writer(a).batches
-        assert writer(b).batches == [planned] and planned.member == "dies"
-        assert sorted(what for _, what in table.outcomes(planned.id)) == ["skipped", "written"]
-        assert world.committed() == dict.fromkeys(range(PARTITIONS), 30)
-        assert table.exactly_once(30)
+        written_once_by_two_heirs(world, table, a, b, end=30)
 
     world.play(scenario)
 
