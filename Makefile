@@ -16,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta kafka clean
+.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ lint: install
 # afterwards by themselves. Each run ends with its slowest tests and its time per tier
 # (tests/tiers.py).
 TEST_WORKERS ?= 4
-test: lint kafka spark-jars controlplane peers cluster-bits prometheus
+test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresql
 	@status=0; \
 	$(BIN)/pytest $(PYTEST_FLAGS) --durations=30 -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -m alone --test-times .kgroups/test-times-alone.tsv tests || status=$$?; \
@@ -54,7 +54,7 @@ test-unit: install
 test-sim: install
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/sim
 
-test-integration: install kafka spark-jars
+test-integration: install kafka spark-jars postgresql
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/integration
 
 test-e2e: install controlplane
@@ -95,6 +95,11 @@ peers:
 	bash tools/peers/go/build.sh >/dev/null
 	bash tools/peers/kcat.sh >/dev/null
 	bash tools/kafka-tools/fetch.sh >/dev/null
+
+# PostgreSQL's server programs (Debian's package `postgresql`, its default cluster not
+# created): the tests and benchmarks start their own servers in temporary directories.
+postgresql:
+	bash tools/postgresql/install.sh >/dev/null
 
 # Prometheus and promtool (Debian's package, downloaded and unpacked, never installed) into
 # ~/.cache/kgroups (tools/prometheus/fetch.sh): the dashboards' PromQL is checked against a

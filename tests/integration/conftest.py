@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.harness import Coordinator, Member
+from tests.postgres import PostgresServer
 
 FAST = (
     "--initial-rebalance-delay-ms", "300",
@@ -37,3 +38,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server per worker (tests/postgres.py); a test takes its own
+    database from it (`postgres.create_database()`)."""
+    server = PostgresServer().start()
+    yield server
+    server.close()

@@ -34,6 +34,8 @@ class MemoryStore:
         self.rows = CompactedStore()
         self.on_append = on_append
 
+    where = "memory"
+
     def open(self) -> None:
         pass
 

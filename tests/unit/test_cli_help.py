@@ -25,7 +25,7 @@ def one_line(output: str, paragraph: str) -> bool:
 
 @pytest.mark.parametrize(("cli", "args", "paragraph"), [
     (app, ["--help"], "kgroups coordinator runs the group coordinator (Kafka wire protocol, "
-                      "SQLite store); kgroups topic"),
+                      "SQLite or PostgreSQL store; kgroups store migrate moves SQLite"),
     (app, ["--help"], "Run the operator: Topics and ConsumerGroups (kgroups.io/v1alpha1) "
                       "reconciled against the coordinator, live group state mirrored"),
     (app, ["credentials", "hash", "--help"], "Print USERNAME's entry for the --credentials file "

@@ -1,6 +1,7 @@
 """The `kgroups` command line: run a coordinator, manage topics, try assignors.
 
-`kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite store);
+`kgroups coordinator` runs the group coordinator (Kafka wire protocol, SQLite or
+PostgreSQL store; `kgroups store migrate` moves SQLite into PostgreSQL);
 `kgroups topic create|partitions|list|delete` manage its topics through the Kafka admin
 APIs, the same way any Kafka admin client can; `kgroups group
 list|describe|reset-offsets|delete|delete-offsets` are Kafka's kafka-consumer-groups, for
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import typer
 
-from kgroups.cli import credentials, members, operator, serve, topics
+from kgroups.cli import credentials, members, operator, serve, store, topics
 from kgroups.cli.options import PARAGRAPHS
 from kgroups.groupcli.app import group_app
 
@@ -29,6 +30,7 @@ app.command()(operator.operator)
 app.add_typer(topics.topic_app, name="topic")
 app.add_typer(group_app, name="group")
 app.add_typer(credentials.credentials_app, name="credentials")
+app.add_typer(store.store_app, name="store")
 
 
 def main() -> None:

@@ -56,9 +56,25 @@ def coordinator(
             "unauthenticated clients."
         ),
     ] = ["127.0.0.1:9092"],  # noqa: B006 - typer's way to give a list option a default
-    data_dir: Annotated[Path, typer.Option(help="Where the SQLite store lives.")] = Path(
-        ".kgroups"
-    ),
+    data_dir: Annotated[
+        Path, typer.Option(help="Where the SQLite store lives (without --store).")
+    ] = Path(".kgroups"),
+    store: Annotated[
+        str | None,
+        typer.Option(
+            envvar="KGROUPS_STORE",
+            help="The store in PostgreSQL: postgresql://USER[:PASSWORD]@HOST:PORT/DB (libpq's "
+            "URL; PGPASSWORD, PGPASSFILE, PGSSLMODE, PGSSLROOTCERT... as for psql). "
+            "Default: SQLite in --data-dir.",
+        ),
+    ] = None,
+    shards: Annotated[
+        int,
+        typer.Option(
+            help="Shards groups hash to in a PostgreSQL store (Kafka's "
+            "offsets.topic.num.partitions): fixed when the store is created."
+        ),
+    ] = 50,
     advertise: Annotated[
         list[str] | None,
         typer.Option(
@@ -332,6 +348,8 @@ def coordinator(
         host=bound[0].host,
         port=bound[0].port,
         data_dir=data_dir,
+        store_url=checked_store_url(store),
+        shards=checked_shards(shards),
         listeners=bound,
         security=security,
         reload_interval_s=reload_interval,
@@ -343,6 +361,24 @@ def coordinator(
         metrics=parse_address(metrics) if metrics else None,
     )
     sys.exit(asyncio.run(_serve(settings, port_file)))
+
+
+def checked_store_url(value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if not value.startswith(("postgresql://", "postgres://")):
+        raise typer.BadParameter(
+            "--store: a postgresql:// URL (for SQLite, leave it out and use --data-dir)"
+        )
+    return value
+
+
+def checked_shards(value: int) -> int:
+    from kgroups.coordinator.core.shards import MAX_SHARDS
+
+    if not 1 <= value <= MAX_SHARDS:
+        raise typer.BadParameter(f"--shards: between 1 and {MAX_SHARDS}, not {value}")
+    return value
 
 
 def _stopped_because(reason: str) -> None:

@@ -50,6 +50,7 @@ from kgroups.coordinator.core import (
 )
 from kgroups.coordinator.core.msg_group import HeartbeatRequest, HeartbeatResponse
 from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
+from kgroups.coordinator.core.shards import DEFAULT_SHARDS
 from kgroups.coordinator.gate import NOTHING_DENIED, Gate, Incoming
 from kgroups.coordinator.limits import ConnectionCounts, Limits, RateLimiter
 from kgroups.coordinator.listeners import (
@@ -60,7 +61,7 @@ from kgroups.coordinator.listeners import (
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.pipeline import HEAD, OrderedWriter, Pending
 from kgroups.coordinator.security import Security
-from kgroups.coordinator.store import RecordStore, Store
+from kgroups.coordinator.store import RecordStore, make_store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
 from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
 from kgroups.protocol.apis import ApiKey, api_name, metric_api_name
@@ -90,6 +91,10 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 9092
     data_dir: Path = Path(".kgroups")
+    store_url: str | None = None
+    """A PostgreSQL URL (`--store`): the shared store; None: SQLite in data_dir."""
+    shards: int = DEFAULT_SHARDS
+    """How many shards groups hash to in a PostgreSQL store (fixed at its creation)."""
     advertised_host: str | None = None
     advertised_port: int | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
@@ -115,7 +120,7 @@ class ServerSettings:
 
 
 class CoordinatorServer:
-    """Runs a `GroupCoordinator` on a TCP listener with a SQLite store."""
+    """Runs a `GroupCoordinator` on TCP listeners with a SQLite or PostgreSQL store."""
 
     def __init__(
         self,
@@ -172,10 +177,11 @@ class CoordinatorServer:
             lambda: self.coordinator, lambda: len(self.connections), wall_clock,
             lambda: self.buffered,
         )  # fmt: skip
-        self._writer = OrderedWriter(
-            store or Store(settings.data_dir, synchronous=settings.synchronous),
-            self.metrics, self._fail,
+        self._store = store or make_store(
+            settings.store_url, settings.data_dir, synchronous=settings.synchronous,
+            shards=settings.shards,
         )  # fmt: skip
+        self._writer = OrderedWriter(self._store, self.metrics, self._fail)
         super_users = settings.authorization.super_users if settings.authorization else ()
         self._gate = Gate(self, self.security, make_authorizer(settings.authorization),
                           frozenset(super_users), limits,
@@ -233,8 +239,8 @@ class CoordinatorServer:
             f"{ls.name} {ls.settings.host}:{ls.port} (advertised {ls.node().host}:{ls.node().port})"
             for ls in self.listeners
         )
-        log.info("coordinator listening on %s, data dir %s: replayed %d records, %d groups",
-                 where, self.settings.data_dir, len(records), groups)  # fmt: skip
+        log.info("coordinator listening on %s, store %s: replayed %d records, %d groups",
+                 where, self._store.where, len(records), groups)  # fmt: skip
         self._writer.submit(coordinator.resume(now_ms=self.now_ms()))
         self._rearm()
 

@@ -1,43 +1,37 @@
-"""The durable store: the coordinator's records in SQLite (WAL), in its data directory.
+"""The embedded store: one coordinator's records in SQLite (WAL), in its data directory.
 
-The store is a compacted log, like `__consumer_offsets` after compaction: one row per key
-(a group, a group's settings, a committed offset, a topic) holding the latest value; a
-tombstone deletes the row. `append` writes one batch of records in one transaction and
-returns only once SQLite has it durable (`synchronous=FULL` by default); the server calls
-it from a single writer thread, in order, before it releases the replies that depend on
-those records. `load` yields every row back as a record, topics first, then group
-settings, groups, offsets, which is the order replay needs.
-
-Group values are JSON (bytes as base64): readable with the `sqlite3` shell, and versioned
-by the `schema_version` row so a later release can migrate them.
+The single-replica default (`--data-dir`): the store of `base.RecordStore`, durable once
+SQLite says so (`synchronous=FULL` by default), held by one process at a time (an
+exclusive `flock`). Group values are JSON (`codec`), versioned by the `schema_version` row.
 """
 
 from __future__ import annotations
 
 import base64
 import fcntl
-import json
 import os
 import sqlite3
-import typing
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
-from kgroups.coordinator.core.msg_group import Protocol
 from kgroups.coordinator.core.records import (
     GroupConfigRecord,
     GroupRecord,
-    GroupValue,
-    MemberValue,
     OffsetRecord,
     OffsetValue,
     Record,
     TopicRecord,
     TopicValue,
 )
-from kgroups.coordinator.core.states import GroupState
+from kgroups.coordinator.store.base import StoreError
+from kgroups.coordinator.store.codec import (
+    decode_group,
+    decode_group_configs,
+    decode_topic_configs,
+    encode_group,
+    encode_pairs,
+)
 
 SCHEMA_VERSION = 2
 """1: the first; 2: topics.configs (topic config overrides, JSON [[name, value], ...])."""
@@ -57,82 +51,6 @@ CREATE TABLE IF NOT EXISTS offsets (
     commit_ms INTEGER NOT NULL, expire_ms INTEGER,
     PRIMARY KEY (group_id, topic, partition));
 """
-
-
-class StoreError(RuntimeError):
-    """The store cannot be opened or written; the coordinator must stop."""
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"))
-
-
-def encode_group(value: GroupValue) -> str:
-    return json.dumps(
-        {
-            "generation": value.generation_id,
-            "state": value.state.value,
-            "state_ms": value.state_timestamp_ms,
-            "protocol_type": value.protocol_type,
-            "protocol": value.protocol_name,
-            "leader": value.leader_id,
-            **({"owner": value.owner} if value.owner is not None else {}),
-            "members": [
-                {
-                    "id": m.member_id,
-                    "instance": m.group_instance_id,
-                    "client": m.client_id,
-                    "host": m.client_host,
-                    "rebalance_ms": m.rebalance_timeout_ms,
-                    "session_ms": m.session_timeout_ms,
-                    "protocols": [[p.name, _b64(p.metadata)] for p in m.protocols],
-                    "assignment": _b64(m.assignment),
-                }
-                for m in value.members
-            ],
-        },
-        separators=(",", ":"),
-    )
-
-
-def decode_group(text: str) -> GroupValue:
-    raw: dict[str, Any] = json.loads(text)
-    return GroupValue(
-        generation_id=raw["generation"],
-        state=GroupState(raw["state"]),
-        state_timestamp_ms=raw["state_ms"],
-        protocol_type=raw["protocol_type"],
-        protocol_name=raw["protocol"],
-        leader_id=raw["leader"],
-        members=tuple(
-            MemberValue(
-                member_id=m["id"],
-                group_instance_id=m["instance"],
-                client_id=m["client"],
-                client_host=m["host"],
-                rebalance_timeout_ms=m["rebalance_ms"],
-                session_timeout_ms=m["session_ms"],
-                protocols=tuple(Protocol(n, _unb64(md)) for n, md in m["protocols"]),
-                assignment=_unb64(m["assignment"]),
-            )
-            for m in raw["members"]
-        ),
-        owner=raw.get("owner"),
-    )
-
-
-class RecordStore(typing.Protocol):
-    """What the server needs of a store: `Store`, or an in-memory one in simulations."""
-
-    def open(self) -> None: ...
-    def cluster_id(self) -> str: ...
-    def load(self) -> Iterable[Record]: ...
-    def append(self, records: Sequence[Record]) -> None: ...
-    def close(self) -> None: ...
 
 
 class Store:
@@ -186,6 +104,10 @@ class Store:
             raise StoreError("store is not open")
         return self._db
 
+    @property
+    def where(self) -> str:
+        return f"data dir {self.data_dir}"
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
@@ -208,12 +130,12 @@ class Store:
         for name, topic_id, partitions, created, configs in db.execute(
             "SELECT name, topic_id, partitions, created_ms, configs FROM topics ORDER BY name"
         ):
-            overrides = tuple((k, str(v)) for k, v in json.loads(configs))
+            overrides = decode_topic_configs(configs)
             yield TopicRecord(name, TopicValue(uuid.UUID(topic_id), partitions, created, overrides))
         for group_id, value in db.execute(
             "SELECT group_id, value FROM group_configs ORDER BY group_id"
         ):
-            yield GroupConfigRecord(group_id, tuple((k, int(v)) for k, v in json.loads(value)))
+            yield GroupConfigRecord(group_id, decode_group_configs(value))
         for group_id, value in db.execute("SELECT group_id, value FROM groups ORDER BY group_id"):
             yield GroupRecord(group_id, decode_group(value))
         for row in db.execute(
@@ -268,7 +190,7 @@ class Store:
             else:
                 db.execute(
                     "INSERT OR REPLACE INTO group_configs VALUES (?,?)",
-                    (record.group_id, json.dumps([list(kv) for kv in record.value])),
+                    (record.group_id, encode_pairs(record.value)),
                 )
         elif isinstance(record, GroupRecord):
             if record.value is None:
@@ -289,6 +211,6 @@ class Store:
                     str(v2.topic_id),
                     v2.partitions,
                     v2.created_ms,
-                    json.dumps([list(kv) for kv in v2.configs]),
+                    encode_pairs(v2.configs),
                 ),
             )

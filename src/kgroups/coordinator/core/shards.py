@@ -1,0 +1,34 @@
+"""Which shard a group belongs to: Kafka's mapping of a group to a `__consumer_offsets` partition.
+
+Kafka's `GroupCoordinatorService.partitionFor` is `Utils.abs(groupId.hashCode()) %
+offsets.topic.num.partitions` (50 by default), and the count "should not change after
+deployment": every group would move. kgroups keeps the same function, so a group lands
+on the shard number a Kafka operator would expect, and the same rule: the count is fixed
+when the store is created (the store refuses another). Clients never compute it; they ask
+FindCoordinator.
+"""
+
+from __future__ import annotations
+
+DEFAULT_SHARDS = 50
+"""Kafka's `offsets.topic.num.partitions` default."""
+MAX_SHARDS = 1000
+"""More shards than this buys nothing on a handful of replicas and costs a lease each."""
+
+_INT_MIN = -(2**31)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's `String.hashCode`: 31-polynomial over UTF-16 code units, wrapping at 32 bits."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 2**32 if h & 0x80000000 else h
+
+
+def shard_of(group_id: str, shards: int) -> int:
+    """The shard of `group_id` among `shards`: `Utils.abs(hashCode) % shards`, where Kafka's
+    `Utils.abs(Integer.MIN_VALUE)` is 0, not Java's negative `Math.abs`."""
+    h = java_string_hash(group_id)
+    return (0 if h == _INT_MIN else abs(h)) % shards

@@ -1,0 +1,35 @@
+"""What every store is to the server: a compacted log of records, written in batches.
+
+A store keeps one row per key (a group, a group's settings, a committed offset, a topic)
+holding its latest value, like `__consumer_offsets` after compaction; a tombstone (a
+record whose value is None) deletes the row. `append` makes one batch durable, in order,
+in one transaction, and returns only then: the server calls it from its one writer thread
+before it releases the replies that depend on the batch. `load` yields every row back as
+a record: topics first, then group settings, groups, offsets, the order replay needs.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterable, Sequence
+
+from kgroups.coordinator.core.records import Record
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or written; the coordinator must stop."""
+
+
+class RecordStore(typing.Protocol):
+    """What the server needs of a store: SQLite, PostgreSQL, or in memory in simulations."""
+
+    def open(self) -> None: ...
+    def cluster_id(self) -> str: ...
+    def load(self) -> Iterable[Record]: ...
+    def append(self, records: Sequence[Record]) -> None: ...
+    def close(self) -> None: ...
+
+    @property
+    def where(self) -> str:
+        """Where the records live, for logs (never a password)."""
+        ...

@@ -1,0 +1,434 @@
+"""The shared store: the coordinator's records in PostgreSQL (`--store postgresql://...`).
+
+The same compacted log as the SQLite store (`base.RecordStore`), in the `kgroups` schema
+of the database the URL names, so that the state outlives any one pod and lives on an
+engine that replicates it (a CloudNativePG cluster with synchronous replicas in
+production). Every group row carries its shard (`core.shards.shard_of`, fixed at
+creation like Kafka's `offsets.topic.num.partitions`), which is what replicas will own.
+
+The driver is psycopg 3, synchronous: the server already calls its store from one writer
+thread, and psycopg is libpq, so the URL, `PGPASSWORD`, `PGPASSFILE`/`~/.pgpass`,
+`PGSSLMODE`, `PGSSLROOTCERT` and every other libpq setting work exactly as they do for
+`psql`. (asyncpg re-implements the protocol and only part of libpq's settings.)
+
+Durability and order: `append` writes one batch in one transaction (every key's last
+value in the batch; offsets in one `unnest` upsert) and returns after COMMIT, which with
+PostgreSQL's default `synchronous_commit` is after the WAL is flushed (and, with a
+synchronous standby, replicated). The writer thread batches everything queued, so
+concurrent commits of many groups share one transaction: group commit.
+
+The database going away (a restart, a failover to a standby, a dropped connection) is
+not fatal at once: the batch is retried on a new connection for `retry_s` seconds.
+Replaying a batch that did commit before the connection dropped is harmless: it writes
+the same last values again, and nothing was written after it (one writer, in order).
+
+Exclusivity: until replicas share the shards, one coordinator process owns the store.
+It holds a session advisory lock on its connection; a second process is refused, and a
+process whose connection dropped must take the lock again before it writes.
+
+PostgreSQL text cannot hold U+0000, which Kafka strings can: a group id, topic or offset
+metadata containing it (or beginning with ESC) is stored as ESC + its JSON (`_esc`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from kgroups.coordinator.core.records import (
+    GroupConfigRecord,
+    GroupRecord,
+    OffsetRecord,
+    OffsetValue,
+    Record,
+    TopicRecord,
+    TopicValue,
+)
+from kgroups.coordinator.core.shards import DEFAULT_SHARDS, MAX_SHARDS, shard_of
+from kgroups.coordinator.store.base import StoreError
+from kgroups.coordinator.store.codec import (
+    decode_group,
+    decode_group_configs,
+    decode_topic_configs,
+    encode_group,
+    encode_pairs,
+)
+
+log = logging.getLogger("kgroups.coordinator.store")
+
+SCHEMA = "kgroups"
+LOCK_KEY = 0x6B67726F757073
+"""The session advisory lock one coordinator holds on the store ("kgroups" in ASCII)."""
+MIGRATION_LOCK_KEY = LOCK_KEY + 1
+"""Held for the transaction that creates or migrates the schema (several replicas start
+at once)."""
+CONNECT_TIMEOUT_S = 10
+LOAD_BATCH_ROWS = 10_000
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the records of the SQLite store, each group's rows with their shard.
+    """
+    CREATE TABLE kgroups.topics (
+        name text PRIMARY KEY, topic_id uuid NOT NULL, partitions integer NOT NULL,
+        created_ms bigint NOT NULL, configs text NOT NULL DEFAULT '[]');
+    CREATE TABLE kgroups.groups (
+        group_id text PRIMARY KEY, shard smallint NOT NULL, value text NOT NULL);
+    CREATE INDEX groups_by_shard ON kgroups.groups (shard);
+    CREATE TABLE kgroups.group_configs (
+        group_id text PRIMARY KEY, shard smallint NOT NULL, value text NOT NULL);
+    CREATE INDEX group_configs_by_shard ON kgroups.group_configs (shard);
+    CREATE TABLE kgroups.offsets (
+        group_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
+        shard smallint NOT NULL, committed_offset bigint NOT NULL,
+        leader_epoch integer NOT NULL, metadata text NOT NULL, commit_ms bigint NOT NULL,
+        expire_ms bigint, PRIMARY KEY (group_id, topic, partition));
+    CREATE INDEX offsets_by_shard ON kgroups.offsets (shard);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+_ESC = "\x1b"
+
+T = TypeVar("T")
+
+
+def _esc(text: str) -> str:
+    """`text` as PostgreSQL text: unchanged unless it holds U+0000 or begins with ESC."""
+    if "\x00" in text or text.startswith(_ESC):
+        return _ESC + json.dumps(text)
+    return text
+
+
+def _unesc(text: str) -> str:
+    return json.loads(text[1:]) if text.startswith(_ESC) else text
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, for logs and errors."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://(an unreadable URL)"
+    params.pop("password", None)
+    host = params.get("host", "")
+    port = params.get("port", "")
+    user = params.get("user", "")
+    where = f"{user}@" if user else ""
+    where += f"{host}:{port}" if port else str(host)
+    return f"postgresql://{where}/{params.get('dbname', '')}"
+
+
+class PostgresStore:
+    """One coordinator's records in PostgreSQL; one writer at a time (an advisory lock)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        shards: int = DEFAULT_SHARDS,
+        retry_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not 1 <= shards <= MAX_SHARDS:
+            raise ValueError(f"shards must be in [1, {MAX_SHARDS}], not {shards}")
+        self.url = url
+        self.shards = shards
+        self.retry_s = retry_s
+        self._sleep = sleep
+        self._conn: psycopg.Connection[Any] | None = None
+
+    @property
+    def where(self) -> str:
+        return redacted(self.url)
+
+    # -- connection ------------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        params: dict[str, Any] = {"autocommit": True, "application_name": "kgroups-coordinator"}
+        try:
+            if "connect_timeout" not in conninfo_to_dict(self.url):
+                params["connect_timeout"] = CONNECT_TIMEOUT_S
+            return psycopg.connect(self.url, **params)
+        except psycopg.ProgrammingError as exc:  # a malformed URL
+            raise StoreError(f"{self.where}: {exc}") from None
+
+    def _lock(self, conn: psycopg.Connection[Any]) -> None:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
+        if not row or not row[0]:
+            conn.close()
+            raise StoreError(
+                f"{self.where} is in use by another coordinator (it holds the store's lock)"
+            )
+
+    def open(self) -> None:
+        try:
+            conn = self._connect()
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+                self._migrate(conn)
+            self._lock(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open {self.where}: {exc}") from exc
+        self._conn = conn
+        log.info("store: %s (schema %d, %d shards)", self.where, SCHEMA_VERSION, self.shards)
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the schema or bring it up to `SCHEMA_VERSION`, one migration at a time."""
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (key text PRIMARY KEY, value text NOT NULL)"
+        )
+        meta = dict(conn.execute(f"SELECT key, value FROM {SCHEMA}.meta").fetchall())
+        version = int(meta.get("schema_version", 0))
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.where} has schema {version}, newer than this coordinator's "
+                f"{SCHEMA_VERSION}: run the newer release"
+            )
+        shards = int(meta.get("shards", self.shards))
+        if shards != self.shards:
+            raise StoreError(
+                f"{self.where} was created with {shards} shards, not {self.shards}: "
+                "a store's shard count never changes (every group would move)"
+            )
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            conn.execute(MIGRATIONS[number - 1])
+            log.info("store: %s migrated to schema %d", self.where, number)
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.meta VALUES ('schema_version', %s), ('shards', %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(SCHEMA_VERSION), str(self.shards)),
+        )
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        if self._conn is None:
+            raise StoreError("store is not open")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _retrying(self, what: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` on the connection; if the database goes away, again on a new one (the
+        store's lock taken again first) until `retry_s` has passed."""
+        deadline: float | None = None
+        delay = 0.1
+        while True:
+            conn = self.conn
+            try:
+                if conn.closed:
+                    raise psycopg.OperationalError("the connection is closed")
+                return work(conn)
+            except psycopg.OperationalError as exc:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.retry_s
+                    log.warning("store: %s failed (%s); retrying for %.0f s",
+                                what, str(exc).strip(), self.retry_s)  # fmt: skip
+                if now >= deadline:
+                    raise StoreError(f"{what} on {self.where} failed: {exc}") from exc
+            except psycopg.Error as exc:
+                raise StoreError(f"{what} on {self.where} failed: {exc}") from exc
+            self._sleep(delay)
+            delay = min(delay * 2, 1.0)
+            self._reconnect()
+
+    def _reconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        try:
+            conn = self._connect()
+        except psycopg.OperationalError:
+            return  # still away: the next attempt fails fast on a closed connection
+        try:
+            self._lock(conn)
+        except psycopg.OperationalError:
+            conn.close()
+            return
+        self._conn = conn
+        log.info("store: %s reconnected", self.where)
+
+    # -- records ---------------------------------------------------------------------------
+
+    def cluster_id(self) -> str:
+        """The cluster's id, created by the first coordinator to start and kept forever."""
+        fresh = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+        def read(conn: psycopg.Connection[Any]) -> str:
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.meta VALUES ('cluster_id', %s) ON CONFLICT DO NOTHING",
+                (fresh,),
+            )
+            row = conn.execute(
+                f"SELECT value FROM {SCHEMA}.meta WHERE key = 'cluster_id'"
+            ).fetchone()
+            assert row is not None
+            return str(row[0])
+
+        return self._retrying("reading the cluster id", read)
+
+    def load(self) -> Iterator[Record]:
+        """Every record: topics, group settings, groups, offsets (streamed in batches)."""
+        return iter(self._retrying("loading", lambda conn: list(self._read_all(conn))))
+
+    def _read_all(self, conn: psycopg.Connection[Any]) -> Iterator[Record]:
+        with conn.transaction():
+            for name, topic_id, partitions, created, configs in conn.execute(
+                f"SELECT name, topic_id, partitions, created_ms, configs FROM {SCHEMA}.topics "
+                "ORDER BY name"
+            ):
+                yield TopicRecord(
+                    _unesc(name),
+                    TopicValue(topic_id, partitions, created, decode_topic_configs(configs)),
+                )
+            for group_id, value in conn.execute(
+                f"SELECT group_id, value FROM {SCHEMA}.group_configs ORDER BY group_id"
+            ):
+                yield GroupConfigRecord(_unesc(group_id), decode_group_configs(value))
+            for group_id, value in conn.execute(
+                f"SELECT group_id, value FROM {SCHEMA}.groups ORDER BY group_id"
+            ):
+                yield GroupRecord(_unesc(group_id), decode_group(value))
+            with conn.cursor(name="kgroups_load_offsets") as cur:
+                cur.itersize = LOAD_BATCH_ROWS
+                cur.execute(
+                    "SELECT group_id, topic, partition, committed_offset, leader_epoch, "
+                    f"metadata, commit_ms, expire_ms FROM {SCHEMA}.offsets "
+                    "ORDER BY group_id, topic, partition"
+                )
+                for group_id, topic, partition, offset, epoch, metadata, at, expire in cur:
+                    yield OffsetRecord(
+                        _unesc(group_id), _unesc(topic), partition,
+                        OffsetValue(offset, epoch, _unesc(metadata), at, expire),
+                    )  # fmt: skip
+
+    def append(self, records: Sequence[Record]) -> None:
+        """Make `records` durable in one transaction: each key's last value in the batch."""
+        if not records:
+            return
+        batch = _Batch(self.shards)
+        for record in records:
+            batch.add(record)
+        self._retrying("writing", batch.write)
+
+    def holds_records(self) -> bool:
+        """Whether any topic, group, group setting or offset is stored."""
+        tables = ("topics", "groups", "group_configs", "offsets")
+        query = " UNION ALL ".join(f"(SELECT 1 FROM {SCHEMA}.{t} LIMIT 1)" for t in tables)
+        return self._retrying("reading", lambda conn: bool(conn.execute(query).fetchall()))
+
+    def append_with_cluster_id(self, records: Sequence[Record], cluster_id: str) -> None:
+        """`records` and the cluster id in one transaction (`kgroups store migrate`)."""
+        batch = _Batch(self.shards)
+        for record in records:
+            batch.add(record)
+
+        def write(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute(
+                    f"INSERT INTO {SCHEMA}.meta VALUES ('cluster_id', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    (cluster_id,),
+                )
+                batch.write(conn)
+
+        self._retrying("writing", write)
+
+
+_OFFSETS_UPSERT = sql.SQL(
+    "INSERT INTO {s}.offsets SELECT * FROM unnest("
+    "%s::text[], %s::text[], %s::integer[], %s::smallint[], %s::bigint[], %s::integer[], "
+    "%s::text[], %s::bigint[], %s::bigint[]) "
+    "ON CONFLICT (group_id, topic, partition) DO UPDATE SET "
+    "committed_offset = EXCLUDED.committed_offset, leader_epoch = EXCLUDED.leader_epoch, "
+    "metadata = EXCLUDED.metadata, commit_ms = EXCLUDED.commit_ms, "
+    "expire_ms = EXCLUDED.expire_ms"
+).format(s=sql.Identifier(SCHEMA))
+_OFFSETS_DELETE = (
+    f"DELETE FROM {SCHEMA}.offsets WHERE (group_id, topic, partition) IN "
+    "(SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[]))"
+)
+
+
+class _Batch:
+    """One transaction's worth of records, reduced to each key's last value."""
+
+    def __init__(self, shards: int) -> None:
+        self.shards = shards
+        self.offsets: dict[tuple[str, str, int], OffsetValue | None] = {}
+        self.groups: dict[str, str | None] = {}
+        self.configs: dict[str, str | None] = {}
+        self.topics: dict[str, TopicValue | None] = {}
+
+    def add(self, record: Record) -> None:
+        if isinstance(record, OffsetRecord):
+            self.offsets[(record.group_id, record.topic, record.partition)] = record.value
+        elif isinstance(record, GroupRecord):
+            value = record.value
+            self.groups[record.group_id] = None if value is None else encode_group(value)
+        elif isinstance(record, GroupConfigRecord):
+            pairs = record.value
+            self.configs[record.group_id] = None if pairs is None else encode_pairs(pairs)
+        else:
+            self.topics[record.name] = record.value
+
+    def write(self, conn: psycopg.Connection[Any]) -> None:
+        with conn.transaction(), conn.cursor() as cur:
+            self._write_offsets(cur)
+            for table, rows in (("groups", self.groups), ("group_configs", self.configs)):
+                gone = [_esc(g) for g, v in rows.items() if v is None]
+                if gone:
+                    cur.execute(f"DELETE FROM {SCHEMA}.{table} WHERE group_id = ANY(%s)", (gone,))
+                kept = [
+                    (_esc(g), shard_of(g, self.shards), v) for g, v in rows.items() if v is not None
+                ]
+                if kept:
+                    cur.executemany(
+                        f"INSERT INTO {SCHEMA}.{table} VALUES (%s, %s, %s) ON CONFLICT (group_id) "
+                        "DO UPDATE SET value = EXCLUDED.value",
+                        kept,
+                    )
+            for name, topic in self.topics.items():
+                if topic is None:
+                    cur.execute(f"DELETE FROM {SCHEMA}.topics WHERE name = %s", (_esc(name),))
+                else:
+                    cur.execute(
+                        f"INSERT INTO {SCHEMA}.topics VALUES (%s, %s, %s, %s, %s) "
+                        "ON CONFLICT (name) DO UPDATE SET topic_id = EXCLUDED.topic_id, "
+                        "partitions = EXCLUDED.partitions, created_ms = EXCLUDED.created_ms, "
+                        "configs = EXCLUDED.configs",
+                        (_esc(name), topic.topic_id, topic.partitions, topic.created_ms,
+                         encode_pairs(topic.configs)),
+                    )  # fmt: skip
+
+    def _write_offsets(self, cur: psycopg.Cursor[Any]) -> None:
+        gone = [key for key, value in self.offsets.items() if value is None]
+        if gone:
+            cur.execute(
+                _OFFSETS_DELETE,
+                ([_esc(g) for g, _, _ in gone], [_esc(t) for _, t, _ in gone],
+                 [p for _, _, p in gone]),
+            )  # fmt: skip
+        kept = [(key, value) for key, value in self.offsets.items() if value is not None]
+        if not kept:
+            return
+        columns: list[list[Any]] = [[] for _ in range(9)]
+        for (group_id, topic, partition), v in kept:
+            row = (_esc(group_id), _esc(topic), partition, shard_of(group_id, self.shards),
+                   v.offset, v.leader_epoch, _esc(v.metadata), v.commit_timestamp_ms,
+                   v.expire_timestamp_ms)  # fmt: skip
+            for column, cell in zip(columns, row, strict=True):
+                column.append(cell)
+        cur.execute(_OFFSETS_UPSERT, columns)

@@ -1,0 +1,288 @@
+"""Both stores, SQLite and a real PostgreSQL: a compacted log of records that outlives the
+process, one writer at a time, every batch all or nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from kgroups.coordinator.core.msg_group import Protocol
+from kgroups.coordinator.core.records import (
+    GroupConfigRecord,
+    GroupRecord,
+    GroupValue,
+    MemberValue,
+    OffsetRecord,
+    OffsetValue,
+    Record,
+    TopicRecord,
+    TopicValue,
+)
+from kgroups.coordinator.core.shards import shard_of
+from kgroups.coordinator.core.states import GroupState
+from kgroups.coordinator.store import DB_FILE, RecordStore, Store, StoreError
+from kgroups.coordinator.store.postgres import PostgresStore, redacted
+from tests.postgres import PASSWORD, PostgresServer
+
+MEMBER = MemberValue("m-1", "i-1", "client", "/10.0.0.1", 30_000, 10_000,
+                     (Protocol("range", b"\x00\x01"), Protocol("sticky", b"")), b"\xff\x00")  # fmt: skip
+GROUP = GroupValue(7, GroupState.STABLE, 123, "consumer", "range", "m-1", (MEMBER,))
+
+Opener = Callable[[], RecordStore]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """Opens the test's store (again): each call is a new process's view of it."""
+    opened: list[RecordStore] = []
+    if request.param == "sqlite":
+
+        def make() -> RecordStore:
+            return Store(tmp_path)
+    else:
+        url = request.getfixturevalue("postgres").create_database()
+
+        def make() -> RecordStore:
+            return PostgresStore(url, shards=50, retry_s=20)
+
+    def open_one() -> RecordStore:
+        store = make()
+        store.open()
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        store.close()
+
+
+def test_records_round_trip_with_tombstones(opener: Opener) -> None:
+    store = opener()
+    topic = TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99, (("retention.ms", "5"),)))
+    offset = OffsetRecord("g", "t", 2, OffsetValue(42, 1, "meta", 1000, None))
+    settings = GroupConfigRecord("g", (("group.min.session.timeout.ms", 1000),))
+    store.append([topic, GroupRecord("g", GROUP), offset, GroupRecord("gone", GROUP), settings])
+    store.append([GroupRecord("gone", None), OffsetRecord("g", "t", 9, None),
+                  OffsetRecord("g", "t", 3, OffsetValue(7, -1, "", 5, 6000))])  # fmt: skip
+    store.close()
+    store = opener()
+    assert list(store.load()) == [
+        topic,
+        settings,
+        GroupRecord("g", GROUP),
+        offset,
+        OffsetRecord("g", "t", 3, OffsetValue(7, -1, "", 5, 6000)),
+    ]
+
+
+def test_the_latest_value_of_a_key_wins_within_a_batch_and_across_batches(opener: Opener) -> None:
+    store = opener()
+    for n in range(3):
+        store.append([OffsetRecord("g", "t", 0, OffsetValue(n, -1, "", n, None))])
+    store.append([OffsetRecord("g", "t", 0, OffsetValue(10, -1, "", 10, None)),
+                  OffsetRecord("g", "t", 0, None),
+                  OffsetRecord("g", "t", 0, OffsetValue(11, -1, "", 11, None)),
+                  GroupRecord("h", GROUP), GroupRecord("h", None)])  # fmt: skip
+    assert list(store.load()) == [OffsetRecord("g", "t", 0, OffsetValue(11, -1, "", 11, None))]
+
+
+def test_cluster_id_is_created_once(opener: Opener) -> None:
+    store = opener()
+    first = store.cluster_id()
+    store.close()
+    assert opener().cluster_id() == first
+
+
+def test_a_store_serves_one_coordinator_at_a_time(opener: Opener) -> None:
+    store = opener()
+    with pytest.raises(StoreError, match="in use"):
+        opener()
+    store.close()
+    opener()
+
+
+def test_kafka_strings_the_database_cannot_hold_round_trip(opener: Opener) -> None:
+    """Kafka strings may hold U+0000 (PostgreSQL text cannot) and anything else: a hostile
+    group id must not stop the coordinator, and nothing may come back different."""
+    store = opener()
+    odd = ["nul\x00in the middle", "\x1bstarts with ESC", "\x1b", "é✓ 𝄞", "'; DROP TABLE x; --"]
+    records: list[Record] = []
+    for text in odd:
+        records += [GroupRecord(text, GROUP),
+                    OffsetRecord(text, text, 0, OffsetValue(1, -1, text, 1, None))]  # fmt: skip
+    store.append(records)
+    store.close()
+    loaded = list(opener().load())
+    assert sorted(map(repr, loaded)) == sorted(map(repr, records))
+
+
+def test_a_failed_write_raises_and_leaves_nothing_half_written(opener: Opener) -> None:
+    store = opener()
+    store.append([OffsetRecord("g", "t", 0, OffsetValue(1, -1, "", 1, None))])
+    query = "SELECT committed_offset FROM {}offsets"
+    if isinstance(store, Store):
+        store.db.execute("DROP TABLE groups")
+        committed = lambda: store.db.execute(query.format("")).fetchall()  # noqa: E731
+    else:
+        assert isinstance(store, PostgresStore)
+        store.conn.execute("DROP TABLE kgroups.groups")
+        committed = lambda: store.conn.execute(query.format("kgroups.")).fetchall()  # noqa: E731
+    with pytest.raises(StoreError, match="writ"):
+        store.append(
+            [OffsetRecord("g", "t", 0, OffsetValue(2, -1, "", 2, None)), GroupRecord("g", GROUP)]
+        )
+    # The whole batch rolled back: the offset update before the failing record is gone too.
+    assert committed() == [(1,)]
+
+
+# -- SQLite only ---------------------------------------------------------------------------
+
+
+def opened(path: Path) -> Store:
+    store = Store(path)
+    store.open()
+    return store
+
+
+def test_a_sqlite_store_from_before_topic_configs_is_upgraded_in_place(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / DB_FILE)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '1');"
+        "CREATE TABLE topics (name TEXT PRIMARY KEY, topic_id TEXT NOT NULL,"
+        " partitions INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
+        f"INSERT INTO topics VALUES ('t', '{uuid.UUID(int=5)}', 3, 99);"
+    )
+    db.commit()
+    db.close()
+    store = opened(tmp_path)
+    assert list(store.load()) == [TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99))]
+    store.append([TopicRecord("t", TopicValue(uuid.UUID(int=5), 3, 99, (("a", "b"),)))])
+    store.close()
+    store = opened(tmp_path)  # opened again: already upgraded
+    (topic,) = store.load()
+    assert isinstance(topic, TopicRecord) and topic.value and topic.value.configs == (("a", "b"),)
+    store.close()
+
+
+def test_a_sqlite_store_from_another_schema_version_is_refused(tmp_path: Path) -> None:
+    opened(tmp_path).close()
+    db = sqlite3.connect(tmp_path / "coordinator.db")
+    db.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="schema 999"):
+        opened(tmp_path)
+
+
+# -- PostgreSQL only -----------------------------------------------------------------------
+
+
+def test_each_group_row_carries_the_shard_kafka_would_give_it(postgres: PostgresServer) -> None:
+    url = postgres.create_database()
+    store = PostgresStore(url, shards=7)
+    store.open()
+    groups = [f"group-{n}" for n in range(40)]
+    store.append([OffsetRecord(g, "t", 0, OffsetValue(1, -1, "", 1, None)) for g in groups]
+                 + [GroupRecord(g, GROUP) for g in groups])  # fmt: skip
+    for table in ("groups", "offsets"):
+        rows = dict(store.conn.execute(f"SELECT group_id, shard FROM kgroups.{table}").fetchall())
+        assert rows == {g: shard_of(g, 7) for g in groups}
+    assert len(set(rows.values())) == 7  # 40 groups spread over every shard
+    store.close()
+    with pytest.raises(StoreError, match="created with 7 shards"):
+        PostgresStore(url, shards=50).open()
+
+
+def test_a_newer_schema_is_refused_and_an_older_one_is_not_touched(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.create_database()
+    store = PostgresStore(url)
+    store.open()
+    store.conn.execute("UPDATE kgroups.meta SET value = '99' WHERE key = 'schema_version'")
+    store.close()
+    with pytest.raises(StoreError, match="schema 99, newer"):
+        PostgresStore(url).open()
+
+
+def test_credentials_come_from_the_environment_as_for_psql(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = postgres.create_database().replace(f":{PASSWORD}@", "@")
+    with pytest.raises(StoreError, match="password") as refused:
+        PostgresStore(url).open()
+    assert PASSWORD not in str(refused.value)
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    store = PostgresStore(url)
+    store.open()
+    store.close()
+    assert PASSWORD not in redacted(postgres.url()) and "127.0.0.1" in redacted(postgres.url())
+
+
+def test_writes_wait_out_a_database_restart_and_lose_nothing(postgres: PostgresServer) -> None:
+    """PostgreSQL restarting (a crash, here: no checkpoint) delays the writer; the batch
+    then commits on a new connection, and the store's lock is taken again first."""
+    url = postgres.create_database()
+    store = PostgresStore(url, retry_s=60)
+    store.open()
+    store.append([OffsetRecord("g", "t", 0, OffsetValue(1, -1, "", 1, None))])
+    postgres.stop(mode="immediate")
+    restarted = threading.Timer(1.5, postgres.start_again)
+    restarted.start()
+    began = time.monotonic()
+    store.append([OffsetRecord("g", "t", 0, OffsetValue(2, -1, "", 2, None))])
+    waited = time.monotonic() - began
+    restarted.join()
+    assert waited >= 1.0
+    with pytest.raises(StoreError, match="in use"):
+        PostgresStore(url).open()  # the reconnected writer holds the lock again
+    store.close()
+    again = PostgresStore(url)
+    again.open()
+    assert list(again.load()) == [OffsetRecord("g", "t", 0, OffsetValue(2, -1, "", 2, None))]
+    again.close()
+
+
+def test_a_database_away_longer_than_the_retry_budget_fails_the_write(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.create_database()
+    store = PostgresStore(url, retry_s=1.0)
+    store.open()
+    postgres.stop(mode="fast")
+    try:
+        with pytest.raises(StoreError, match="writing"):
+            store.append([OffsetRecord("g", "t", 0, OffsetValue(1, -1, "", 1, None))])
+    finally:
+        postgres.start_again()
+        store.close()
+
+
+def test_another_writer_taking_the_lock_while_the_database_was_away_is_not_overwritten(
+    postgres: PostgresServer,
+) -> None:
+    """A coordinator whose connection dropped must not write once another took the store."""
+    url = postgres.create_database()
+    first = PostgresStore(url, retry_s=3)
+    first.open()
+    with psycopg.connect(postgres.url(), autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'kgroups-coordinator' AND datname = %s",
+            (url.rsplit("/", 1)[1],),
+        )
+    second = PostgresStore(url)
+    second.open()
+    with pytest.raises(StoreError, match="in use by another coordinator"):
+        first.append([OffsetRecord("g", "t", 0, OffsetValue(1, -1, "", 1, None))])
+    assert list(second.load()) == []
+    first.close()
+    second.close()
