@@ -32,3 +32,21 @@ def shard_of(group_id: str, shards: int) -> int:
     `Utils.abs(Integer.MIN_VALUE)` is 0, not Java's negative `Math.abs`."""
     h = java_string_hash(group_id)
     return (0 if h == _INT_MIN else abs(h)) % shards
+
+
+def fair_share(shards: int, replicas: int) -> int:
+    """The most shards one of `replicas` live replicas should own: the ceiling, so they
+    cover every shard (50 over 3: 17, 17, 16)."""
+    return -(-shards // max(replicas, 1))
+
+
+def to_claim(owned: int, share: int, free: list[int]) -> list[int]:
+    """Which free shards a replica owning `owned` claims: up to its share, lowest first."""
+    return sorted(free)[: max(share - owned, 0)]
+
+
+def to_release(owned: list[int], share: int) -> list[int]:
+    """Which of its shards a replica over its share hands over (the highest numbered, so
+    replicas agree on nothing and need not: every handover moves only the excess)."""
+    excess = len(owned) - share
+    return sorted(owned)[-excess:] if excess > 0 else []

@@ -38,6 +38,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
@@ -93,6 +94,15 @@ MIGRATIONS: tuple[str, ...] = (
         expire_ms bigint, PRIMARY KEY (group_id, topic, partition));
     CREATE INDEX offsets_by_shard ON kgroups.offsets (shard);
     """,
+    # 2: replicas sharing the shards (`leases.py`): who is alive, who owns which shard.
+    """
+    CREATE TABLE kgroups.replicas (
+        name text PRIMARY KEY, node_id integer NOT NULL UNIQUE, listeners text NOT NULL,
+        expires_at timestamptz NOT NULL, leaving boolean NOT NULL DEFAULT false);
+    CREATE TABLE kgroups.shard_owners (
+        shard smallint PRIMARY KEY, owner text, epoch bigint NOT NULL DEFAULT 0,
+        expires_at timestamptz);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -127,8 +137,28 @@ def redacted(url: str) -> str:
     return f"postgresql://{where}/{params.get('dbname', '')}"
 
 
+class Fenced(StoreError):
+    """A write touched shards this replica no longer holds at the epoch it loaded them
+    with: nothing of the batch was written."""
+
+    def __init__(self, shards: frozenset[int]) -> None:
+        super().__init__(f"shards {sorted(shards)} are no longer held by this replica")
+        self.shards = shards
+
+
+@dataclass(slots=True)
+class Fence:
+    """What every write of a replica checks: it holds each shard it writes, at that epoch."""
+
+    owner: str
+    epochs: dict[int, int] = field(default_factory=dict)
+    """shard -> epoch of the shards this replica serves (loaded with)."""
+
+
 class PostgresStore:
-    """One coordinator's records in PostgreSQL; one writer at a time (an advisory lock)."""
+    """The coordinator's records in PostgreSQL. With a `fence`, one replica among several
+    (every write checked against the shards' owners); without, one coordinator process at
+    a time (an advisory lock)."""
 
     def __init__(
         self,
@@ -137,6 +167,7 @@ class PostgresStore:
         shards: int = DEFAULT_SHARDS,
         retry_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        fence: Fence | None = None,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"shards must be in [1, {MAX_SHARDS}], not {shards}")
@@ -144,6 +175,7 @@ class PostgresStore:
         self.shards = shards
         self.retry_s = retry_s
         self._sleep = sleep
+        self.fence = fence
         self._conn: psycopg.Connection[Any] | None = None
 
     @property
@@ -162,6 +194,8 @@ class PostgresStore:
             raise StoreError(f"{self.where}: {exc}") from None
 
     def _lock(self, conn: psycopg.Connection[Any]) -> None:
+        if self.fence is not None:
+            return  # replicas: every write is fenced instead
         row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
         if not row or not row[0]:
             conn.close()
@@ -203,6 +237,11 @@ class PostgresStore:
         for number in range(version + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[number - 1])
             log.info("store: %s migrated to schema %d", self.where, number)
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.shard_owners (shard) SELECT generate_series(0, %s - 1) "
+            "ON CONFLICT DO NOTHING",
+            (self.shards,),
+        )
         conn.execute(
             f"INSERT INTO {SCHEMA}.meta VALUES ('schema_version', %s), ('shards', %s) "
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -318,7 +357,7 @@ class PostgresStore:
         """Make `records` durable in one transaction: each key's last value in the batch."""
         if not records:
             return
-        batch = _Batch(self.shards)
+        batch = _Batch(self.shards, self.fence)
         for record in records:
             batch.add(record)
         self._retrying("writing", batch.write)
@@ -365,8 +404,9 @@ _OFFSETS_DELETE = (
 class _Batch:
     """One transaction's worth of records, reduced to each key's last value."""
 
-    def __init__(self, shards: int) -> None:
+    def __init__(self, shards: int, fence: Fence | None = None) -> None:
         self.shards = shards
+        self.fence = fence
         self.offsets: dict[tuple[str, str, int], OffsetValue | None] = {}
         self.groups: dict[str, str | None] = {}
         self.configs: dict[str, str | None] = {}
@@ -384,8 +424,35 @@ class _Batch:
         else:
             self.topics[record.name] = record.value
 
+    def touched(self) -> set[int]:
+        groups = {g for g, _, _ in self.offsets} | set(self.groups) | set(self.configs)
+        return {shard_of(g, self.shards) for g in groups}
+
+    def _check_fence(self, cur: psycopg.Cursor[Any]) -> None:
+        """Refuse the whole batch unless this replica holds every shard it touches at the
+        epoch it loaded it with, and keep those rows share-locked until COMMIT: a claim of
+        one of them waits for this write, then its new owner loads it."""
+        fence = self.fence
+        if fence is None:
+            return
+        touched = self.touched()
+        if not touched:
+            return
+        shards = sorted(touched)
+        epochs = [fence.epochs.get(s, -1) for s in shards]
+        cur.execute(
+            f"SELECT shard FROM {SCHEMA}.shard_owners WHERE owner = %s AND "
+            "(shard, epoch) IN (SELECT * FROM unnest(%s::smallint[], %s::bigint[])) "
+            "FOR SHARE",
+            (fence.owner, shards, epochs),
+        )
+        held = {shard for (shard,) in cur.fetchall()}
+        if held != touched:
+            raise Fenced(frozenset(touched - held))
+
     def write(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction(), conn.cursor() as cur:
+            self._check_fence(cur)
             self._write_offsets(cur)
             for table, rows in (("groups", self.groups), ("group_configs", self.configs)):
                 gone = [_esc(g) for g, v in rows.items() if v is None]

@@ -1,0 +1,232 @@
+"""Which replica owns which shard: leases in PostgreSQL, on the database's clock.
+
+Replicas of one cluster share a database. Each shard (`core.shards`) has one row in
+`kgroups.shard_owners`: its owner, an epoch and when the lease expires, always computed
+with the database's `now()`, so pods' clocks never have to agree. Each replica has a row
+in `kgroups.replicas` (its node id and advertised listeners, and its own expiry): the
+live replicas are the brokers clients see.
+
+`tick` is one transaction, run every `ttl_s / 4` or so: it renews the replica's row and
+the leases it holds, reads who is alive, and claims free or expired shards up to its
+fair share (`shards.fair_share`), each claim raising the shard's epoch. A replica over
+its share (another joined) is told which shards to hand over: it stops serving them,
+finishes their writes, then `release`s them; a peer claims them on its next tick.
+
+Fencing is not here but in every write (`PostgresStore.append` with a `Fence`): the
+write checks, under a share lock on the owner row, that the writer still holds the
+shard at the epoch it loaded it with. A claim updates that row, so it waits for such a
+write to commit; the new owner then loads what that write left. A write after the claim
+finds another epoch and is refused. And a replica that cannot renew stops serving
+before its lease can have expired: a tick's leases are good until the monotonic time the
+tick began plus `ttl_s` (the database computed the expiry later than that), less a margin.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from kgroups.coordinator.core.shards import fair_share, to_claim, to_release
+from kgroups.coordinator.store.base import StoreError
+from kgroups.coordinator.store.postgres import CONNECT_TIMEOUT_S, SCHEMA, redacted
+
+log = logging.getLogger("kgroups.coordinator.leases")
+
+REGISTRY_LOCK_KEY = 0x6B67726F757073 + 2
+"""Held while a replica takes a node id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """A live replica as clients reach it."""
+
+    name: str
+    node_id: int
+    listeners: Mapping[str, tuple[str, int]]
+    """Listener name -> advertised (host, port)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """What one renewal found and did."""
+
+    began: float
+    """Monotonic time before the transaction: the leases held hold until `began + ttl_s`."""
+    held: Mapping[int, int]
+    """shard -> epoch, every shard this replica holds now."""
+    claimed: Mapping[int, int]
+    """The shards of `held` claimed by this tick."""
+    lost: frozenset[int]
+    """Shards held before this tick that another replica has taken (or that expired)."""
+    release: tuple[int, ...]
+    """Shards over this replica's fair share: to stop serving, then `release`."""
+    replicas: tuple[Replica, ...]
+    """Live replicas (this one included), by node id."""
+    owners: Mapping[int, int] = field(default_factory=dict)
+    """shard -> node id of its live owner (shards without one are absent)."""
+
+
+class ShardLeases:
+    """One replica's leases, on a connection of its own (never behind a large write)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        listeners: Mapping[str, tuple[str, int]],
+        ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url
+        self.name = name
+        self.listeners = dict(listeners)
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._conn: psycopg.Connection[Any] | None = None
+        self.node_id = -1
+        self.shards = 0
+        self.held: dict[int, int] = {}
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                application_name=f"kgroups-leases-{self.name}",
+            )  # fmt: skip
+        return self._conn
+
+    def open(self) -> int:
+        """Register this replica (the store's schema must exist); its node id, kept by name
+        across restarts."""
+        try:
+            conn = self.conn
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRY_LOCK_KEY,))
+                row = conn.execute(
+                    f"SELECT value FROM {SCHEMA}.meta WHERE key = 'shards'"
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"{redacted(self.url)} has no coordinator store yet")
+                self.shards = int(row[0])
+                row = conn.execute(
+                    f"SELECT node_id FROM {SCHEMA}.replicas WHERE name = %s", (self.name,)
+                ).fetchone()
+                if row is None:
+                    row = conn.execute(
+                        f"INSERT INTO {SCHEMA}.replicas (name, node_id, listeners, expires_at) "
+                        "SELECT %s, coalesce(max(node_id) + 1, 0), %s, now() "
+                        f"FROM {SCHEMA}.replicas RETURNING node_id",
+                        (self.name, self._listeners_json()),
+                    ).fetchone()
+                assert row is not None
+                self.node_id = int(row[0])
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot register replica {self.name}: {exc}") from exc
+        return self.node_id
+
+    def _listeners_json(self) -> str:
+        return json.dumps({k: list(v) for k, v in sorted(self.listeners.items())})
+
+    def tick(self) -> Tick:
+        """Renew, look around, claim up to the fair share (one transaction)."""
+        began = self._clock()
+        ttl = self.ttl_s
+        conn = self.conn
+        with conn.transaction():
+            conn.execute(
+                f"UPDATE {SCHEMA}.replicas SET listeners = %s, leaving = false, "
+                "expires_at = now() + %s * interval '1 second' WHERE name = %s",
+                (self._listeners_json(), ttl, self.name),
+            )
+            held = dict(
+                conn.execute(
+                    f"UPDATE {SCHEMA}.shard_owners SET expires_at = now() + %s * interval "
+                    "'1 second' WHERE owner = %s RETURNING shard, epoch",
+                    (ttl, self.name),
+                ).fetchall()
+            )
+            replicas = self._live(conn)
+            share = fair_share(self.shards, len(replicas))
+            free = [
+                shard
+                for (shard,) in conn.execute(
+                    f"SELECT shard FROM {SCHEMA}.shard_owners "
+                    "WHERE owner IS NULL OR expires_at <= now() ORDER BY shard"
+                )
+            ]
+            claimed: dict[int, int] = {}
+            wanted = to_claim(len(held), share, free)
+            if wanted:
+                claimed = dict(
+                    conn.execute(
+                        f"UPDATE {SCHEMA}.shard_owners SET owner = %s, epoch = epoch + 1, "
+                        "expires_at = now() + %s * interval '1 second' "
+                        "WHERE shard = ANY(%s) AND (owner IS NULL OR expires_at <= now()) "
+                        "RETURNING shard, epoch",
+                        (self.name, ttl, wanted),
+                    ).fetchall()
+                )
+            held.update(claimed)
+            owners = self._owners(conn, replicas)
+        lost = frozenset(s for s, e in self.held.items() if held.get(s) != e)
+        self.held = held
+        if claimed or lost:
+            log.info("replica %s: claimed shards %s, lost %s; holds %d of %d (%d replicas)",
+                     self.name, sorted(claimed), sorted(lost), len(held), self.shards,
+                     len(replicas))  # fmt: skip
+        return Tick(began, dict(held), claimed, lost,
+                    tuple(to_release(list(held), share)), replicas, owners)  # fmt: skip
+
+    def _live(self, conn: psycopg.Connection[Any]) -> tuple[Replica, ...]:
+        rows = conn.execute(
+            f"SELECT name, node_id, listeners FROM {SCHEMA}.replicas "
+            "WHERE expires_at > now() AND NOT leaving ORDER BY node_id"
+        ).fetchall()
+        return tuple(
+            Replica(name, node_id, {k: (h, int(p)) for k, (h, p) in json.loads(ls).items()})
+            for name, node_id, ls in rows
+        )
+
+    def _owners(
+        self, conn: psycopg.Connection[Any], replicas: tuple[Replica, ...]
+    ) -> dict[int, int]:
+        nodes = {r.name: r.node_id for r in replicas}
+        rows = conn.execute(
+            f"SELECT shard, owner FROM {SCHEMA}.shard_owners "
+            "WHERE owner IS NOT NULL AND expires_at > now()"
+        ).fetchall()
+        return {shard: nodes[owner] for shard, owner in rows if owner in nodes}
+
+    def release(self, shards: list[int]) -> None:
+        """Hand `shards` over (their writes finished): a peer claims them on its next tick."""
+        if not shards:
+            return
+        self.conn.execute(
+            f"UPDATE {SCHEMA}.shard_owners SET owner = NULL, expires_at = NULL "
+            "WHERE owner = %s AND shard = ANY(%s)",
+            (self.name, shards),
+        )
+        for shard in shards:
+            self.held.pop(shard, None)
+        log.info("replica %s: released shards %s", self.name, sorted(shards))
+
+    def leave(self) -> None:
+        """Stopping: no longer counted as live, every shard handed over."""
+        with self.conn.transaction():
+            self.conn.execute(
+                f"UPDATE {SCHEMA}.replicas SET leaving = true WHERE name = %s", (self.name,)
+            )
+            self.release(list(self.held))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

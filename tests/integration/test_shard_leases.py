@@ -1,0 +1,148 @@
+"""Replicas sharing the shards through leases in a real PostgreSQL: an even split that
+moves the fewest shards, takeover after expiry with a higher epoch, graceful handover,
+and every write fenced by the epoch its replica loaded the shard with."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from kgroups.coordinator.core.records import OffsetRecord, OffsetValue
+from kgroups.coordinator.core.shards import shard_of
+from kgroups.coordinator.store.leases import ShardLeases
+from kgroups.coordinator.store.postgres import Fence, Fenced, PostgresStore
+from tests.postgres import PostgresServer
+
+SHARDS = 50
+
+
+@pytest.fixture
+def url(postgres: PostgresServer) -> str:
+    url = postgres.create_database()
+    store = PostgresStore(url, shards=SHARDS, fence=Fence("setup"))
+    store.open()
+    store.close()
+    return url
+
+
+def replica(url: str, name: str, ttl_s: float = 5.0) -> ShardLeases:
+    leases = ShardLeases(url, name=name, listeners={"PLAINTEXT": (name, 9092)}, ttl_s=ttl_s)
+    leases.open()
+    return leases
+
+
+def settle(replicas: list[ShardLeases], rounds: int = 4) -> None:
+    """Tick every replica a few times, each handing over what it is told to."""
+    for _ in range(rounds):
+        for r in replicas:
+            r.release(list(r.tick().release))
+
+
+def test_replicas_split_the_shards_evenly_and_a_newcomer_moves_only_its_share(url: str) -> None:
+    a, b = replica(url, "a"), replica(url, "b")
+    assert a.tick().held.keys() == set(range(SHARDS))  # alone: everything
+    settle([a, b])
+    assert sorted([len(a.held), len(b.held)]) == [25, 25]
+    before = {r.name: set(r.held) for r in (a, b)}
+    c = replica(url, "c")
+    settle([a, b, c])
+    assert sorted(len(r.held) for r in (a, b, c)) == [16, 17, 17]
+    assert set(a.held) | set(b.held) | set(c.held) == set(range(SHARDS))
+    moved = sum(len(before[r.name] - set(r.held)) for r in (a, b))
+    assert moved == len(c.held)  # only the newcomer's shards moved
+    assert not set(a.held) & set(b.held)
+    tick = a.tick()
+    assert [r.name for r in tick.replicas] == ["a", "b", "c"]
+    assert {tick.owners[s] for s in c.held} == {c.node_id}
+
+
+def test_a_replica_that_stops_renewing_loses_its_shards_at_a_higher_epoch(url: str) -> None:
+    a, b = replica(url, "a", ttl_s=1.0), replica(url, "b", ttl_s=1.0)
+    settle([a, b])
+    mine = dict(a.held)
+    time.sleep(1.2)  # a is frozen: no renewal; its lease and its replica row expire
+    taken = b.tick()
+    assert set(taken.claimed) == set(mine)
+    assert all(taken.claimed[s] == mine[s] + 1 for s in mine)
+    assert [r.name for r in taken.replicas] == ["b"]
+    woken = a.tick()
+    assert woken.lost == frozenset(mine) and not woken.held
+
+
+def test_a_leaving_replica_hands_every_shard_over_and_is_no_longer_counted(url: str) -> None:
+    a, b = replica(url, "a"), replica(url, "b")
+    settle([a, b])
+    a.leave()
+    tick = b.tick()
+    assert tick.held.keys() == set(range(SHARDS))
+    assert [r.name for r in tick.replicas] == ["b"]
+
+
+def test_a_replica_keeps_its_node_id_across_restarts(url: str) -> None:
+    a, b = replica(url, "a"), replica(url, "b")
+    ids = (a.node_id, b.node_id)
+    a.close()
+    assert replica(url, "a").node_id == ids[0] and ids[0] != ids[1]
+
+
+def offset(group: str, n: int) -> OffsetRecord:
+    return OffsetRecord(group, "t", 0, OffsetValue(n, -1, "", n, None))
+
+
+def group_in(shards: set[int]) -> str:
+    return next(g for g in (f"g{n}" for n in range(10_000)) if shard_of(g, SHARDS) in shards)
+
+
+def test_a_write_to_a_shard_taken_over_is_refused_whole_and_other_shards_still_write(
+    url: str,
+) -> None:
+    a, b = replica(url, "a", ttl_s=1.0), replica(url, "b", ttl_s=1.0)
+    settle([a, b])
+    fence = Fence("a", dict(a.held))
+    store = PostgresStore(url, shards=SHARDS, fence=fence)
+    store.open()
+    kept, taken = group_in({min(a.held)}), group_in({max(a.held)})
+    store.append([offset(kept, 1), offset(taken, 1)])
+    with pytest.raises(Fenced):
+        store.append([offset(group_in(set(b.held)), 1)])  # never a's
+    time.sleep(1.2)
+    a_tick_missed = b.tick()  # a froze past its lease: b takes everything
+    assert max(a.held) in a_tick_missed.claimed
+    with pytest.raises(Fenced) as refused:
+        store.append([offset(kept, 2), offset(taken, 2)])
+    assert refused.value.shards == {shard_of(kept, SHARDS), shard_of(taken, SHARDS)}
+    reader = PostgresStore(url, shards=SHARDS, fence=Fence("reader"))
+    reader.open()
+    assert {r.group_id: r.value.offset for r in reader.load()
+            if isinstance(r, OffsetRecord) and r.value} == {kept: 1, taken: 1}  # fmt: skip
+    # b, loaded at its new epochs, writes.
+    b_store = PostgresStore(url, shards=SHARDS, fence=Fence("b", dict(b.held)))
+    b_store.open()
+    b_store.append([offset(taken, 3)])
+    for s in (store, reader, b_store):
+        s.close()
+
+
+def test_a_claim_waits_for_a_write_in_flight_under_the_old_epoch(url: str) -> None:
+    """The write's share lock on the owner row holds a takeover back until the write
+    commits, so the new owner's load sees it (never a write landing after the load)."""
+    a, b = replica(url, "a", ttl_s=1.0), replica(url, "b", ttl_s=1.0)
+    a.tick()
+    shard, epoch = min(a.held.items())
+    with psycopg.connect(url, autocommit=False) as writer:
+        writer.execute(
+            "SELECT shard FROM kgroups.shard_owners WHERE shard = %s AND epoch = %s "
+            "AND owner = 'a' FOR SHARE", (shard, epoch),
+        )  # fmt: skip
+        time.sleep(1.2)  # a's lease expires while its write is open
+        claimed: list[dict[int, int]] = []
+        claim = threading.Thread(target=lambda: claimed.append(dict(b.tick().claimed)))
+        claim.start()
+        claim.join(timeout=1.0)
+        assert claim.is_alive()  # waiting on the write
+        writer.commit()
+    claim.join(timeout=10)
+    assert claimed and claimed[0][shard] == epoch + 1
