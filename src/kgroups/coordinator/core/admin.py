@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kgroups.coordinator.core import ownership
+from kgroups.coordinator.core import ownership, routing
 from kgroups.coordinator.core.authz import allowed, authorized_operations, group_allowed
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.group_configs import set_overrides
@@ -51,6 +51,10 @@ def handle_describe(core: Core, ctx: RequestContext, req: DescribeGroupsRequest)
         if not group_allowed(ctx, Operation.DESCRIBE, group_id):
             refused = ErrorCode.group_authorization_failed
             described.append(DescribedGroup(group_id, "", refused))
+            continue
+        elsewhere = routing.status(core, group_id)
+        if elsewhere is not ErrorCode.none:
+            described.append(DescribedGroup(group_id, "", elsewhere))
             continue
         answer = _describe(core, ctx, group_id)
         if with_operations and answer.error is ErrorCode.none:
@@ -119,7 +123,7 @@ def handle_list(core: Core, ctx: RequestContext, req: ListGroupsRequest) -> None
 
 def handle_delete(core: Core, ctx: RequestContext, req: DeleteGroupsRequest) -> None:
     results = tuple(
-        (group_id, _delete(core, group_id))
+        (group_id, routing.status(core, group_id) or _delete(core, group_id))
         if group_allowed(ctx, Operation.DELETE, group_id)
         else (group_id, ErrorCode.group_authorization_failed)
         for group_id in req.group_ids

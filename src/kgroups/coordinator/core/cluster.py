@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from kgroups.coordinator.core import routing
 from kgroups.coordinator.core.authz import (
     MESSAGES,
     allowed,
@@ -329,11 +330,11 @@ def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> No
             else:
                 out.append(_topic_metadata(core, info))
         topics = tuple(out)
-    node = core.nodes.get(ctx.listener, core.node)
+    nodes, controller = routing.brokers(core, ctx.listener, core.nodes.get(ctx.listener, core.node))
     core.out.reply(
         ctx.ref,
         MetadataResponse(
-            brokers=(node,), cluster_id=core.cluster_id, controller_id=node.node_id, topics=topics
+            brokers=nodes, cluster_id=core.cluster_id, controller_id=controller, topics=topics
         ),
     )
 
@@ -348,7 +349,7 @@ def handle_find_coordinator(core: Core, ctx: RequestContext, req: FindCoordinato
             else None
         )
         results = tuple(
-            CoordinatorResult(key, node.node_id, node.host, node.port)
+            routing.coordinator_of(core, key, ctx.listener, node)
             if group_allowed(ctx, Operation.DESCRIBE, key)
             else CoordinatorResult(key, -1, "", -1, ErrorCode.group_authorization_failed, message)
             for key in req.keys

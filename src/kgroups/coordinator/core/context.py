@@ -18,6 +18,7 @@ from kgroups.coordinator.core.log_ends import LogEnds
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_cluster import Node
 from kgroups.coordinator.core.records import OffsetValue
+from kgroups.coordinator.core.shards import Sharding
 from kgroups.coordinator.core.timers import KeyedTimers
 from kgroups.shown import LogBudget
 
@@ -62,6 +63,8 @@ class Core:
     out: Outbox = field(default_factory=Outbox)
     now_ms: int = 0
     """The time of the call in progress, in epoch milliseconds."""
+    sharding: Sharding | None = None
+    """Which groups this replica serves, when replicas share them (`routing.py`)."""
     quiet: LogBudget = field(default_factory=lambda: LogBudget(60.0, burst=5))
     """Log lines a client can cause (a refused oversized join) are kept to this budget."""
 

@@ -14,7 +14,7 @@ from processing one event per shard at a time).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kgroups.coordinator.core import (
@@ -26,6 +26,7 @@ from kgroups.coordinator.core import (
     join,
     leave,
     offsets,
+    routing,
     sync,
 )
 from kgroups.coordinator.core import msg_cluster as mc
@@ -40,6 +41,7 @@ from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_cluster import Node
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.records import Record
+from kgroups.coordinator.core.shards import Sharding
 from kgroups.protocol.errors import ErrorCode
 from kgroups.security.actions import Action
 
@@ -129,7 +131,8 @@ class GroupCoordinator:
         core = self._advance(now_ms)
         handler = _HANDLERS[type(request)]
         try:
-            handler(core, ctx, request)
+            if core.sharding is None or not routing.refuse(core, ctx, request):
+                handler(core, ctx, request)
         except Exception as exc:
             raise HandlerFailed(core.out.take()) from exc
         return core.out.take()
@@ -139,6 +142,10 @@ class GroupCoordinator:
         `handle` would answer, without building a context, a reply and effects (heartbeats
         are most of a coordinator's requests; they write nothing and observe nothing)."""
         core = self._advance(now_ms)
+        if core.sharding is not None:
+            elsewhere = routing.heartbeat_status(core, request.group_id)
+            if elsewhere is not None:
+                return elsewhere
         try:
             return heartbeat.heartbeat(core, request)
         except Exception as exc:
@@ -164,6 +171,28 @@ class GroupCoordinator:
             raise HandlerFailed(core.out.take()) from exc
         finally:
             core.now_ms = target
+        return core.out.take()
+
+    # -- replicas ----------------------------------------------------------------------------
+
+    def share(self, shards: int) -> Sharding:
+        """Become one replica of several sharing `shards` (serving none until `load`)."""
+        self._core.sharding = Sharding(shards)
+        return self._core.sharding
+
+    def load(self, shard: int, records: Iterable[Record], *, now_ms: int) -> Effects:
+        """Serve `shard` from its stored records (`routing.load`)."""
+        core = self._advance(now_ms)
+        try:
+            routing.load(core, shard, records)
+        except Exception as exc:
+            raise HandlerFailed(core.out.take()) from exc
+        return core.out.take()
+
+    def unload(self, shard: int, *, now_ms: int) -> Effects:
+        """Stop serving `shard`: its parked requests answer NOT_COORDINATOR."""
+        core = self._advance(now_ms)
+        routing.unload(core, shard)
         return core.out.take()
 
     # -- durability ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 
-from kgroups.coordinator.core import log_ends, ownership
+from kgroups.coordinator.core import log_ends, ownership, routing
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed, topic_name
 from kgroups.coordinator.core.context import Core, TopicInfo
@@ -177,14 +177,16 @@ def handle_fetch(core: Core, ctx: RequestContext, req: OffsetFetchRequest) -> No
     groups = tuple(
         _fetch_group(core, ctx, spec)
         if group_allowed(ctx, Operation.DESCRIBE, spec.group_id)
-        else _refused_group(ctx, spec)
+        and routing.status(core, spec.group_id) is ErrorCode.none
+        else _refused_group(
+            ctx, spec, routing.status(core, spec.group_id) or ErrorCode.group_authorization_failed
+        )
         for spec in req.groups
     )
     core.out.reply(ctx.ref, OffsetFetchResponse(groups))
 
 
-def _refused_group(ctx: RequestContext, spec: FetchGroup) -> FetchedGroup:
-    refused = ErrorCode.group_authorization_failed
+def _refused_group(ctx: RequestContext, spec: FetchGroup, refused: ErrorCode) -> FetchedGroup:
     if ctx.api_version >= TOP_LEVEL_FETCH_ERROR_FROM or spec.topics is None:
         return FetchedGroup(spec.group_id, (), refused)
     # Versions 0-1 have no top-level error: Kafka reports it on every partition asked.

@@ -100,15 +100,20 @@ def _replay_offset(core: Core, record: OffsetRecord) -> None:
 def resume(core: Core) -> None:
     """Re-arm timers after replay; may start a rebalance (a group now over max size)."""
     for group in list(core.groups.values()):
-        for member in group.members.values():
-            rb.reschedule_heartbeat(core, group, member)
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            rb.schedule_pending_sync(core, group)
-        max_size = group_config(core, group.group_id).group_max_size
-        if len(group.members) > max_size:
-            rb.prepare_rebalance(
-                core,
-                group,
-                f"freshly loaded group is over capacity {max_size}",
-                RebalanceReason.OVER_CAPACITY,
-            )
+        resume_group(core, group)
+
+
+def resume_group(core: Core, group: Group) -> None:
+    """One replayed group's timers (Kafka's `onLoaded`): every member a fresh session."""
+    for member in group.members.values():
+        rb.reschedule_heartbeat(core, group, member)
+    if group.state is GroupState.COMPLETING_REBALANCE:
+        rb.schedule_pending_sync(core, group)
+    max_size = group_config(core, group.group_id).group_max_size
+    if len(group.members) > max_size:
+        rb.prepare_rebalance(
+            core,
+            group,
+            f"freshly loaded group is over capacity {max_size}",
+            RebalanceReason.OVER_CAPACITY,
+        )

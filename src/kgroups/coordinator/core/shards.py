@@ -10,6 +10,10 @@ FindCoordinator.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from kgroups.coordinator.core.msg_cluster import Node
+
 DEFAULT_SHARDS = 50
 """Kafka's `offsets.topic.num.partitions` default."""
 MAX_SHARDS = 1000
@@ -50,3 +54,19 @@ def to_release(owned: list[int], share: int) -> list[int]:
     replicas agree on nothing and need not: every handover moves only the excess)."""
     excess = len(owned) - share
     return sorted(owned)[-excess:] if excess > 0 else []
+
+
+@dataclass(slots=True)
+class Sharding:
+    """A replica's view of the cluster (`Core.sharding`; None: one coordinator serves every
+    group). Set by the edge from its leases; the core answers from it."""
+
+    count: int
+    serving: set[int] = field(default_factory=set)
+    """Shards loaded here and served."""
+    loading: set[int] = field(default_factory=set)
+    """Shards claimed here whose records are being read."""
+    owners: dict[int, int] = field(default_factory=dict)
+    """shard -> node id of the live replica that owns it (absent: none yet)."""
+    brokers: dict[int, dict[str, Node]] = field(default_factory=dict)
+    """node id -> listener name -> how clients of that listener reach that replica."""
