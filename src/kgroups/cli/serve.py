@@ -75,6 +75,20 @@ def coordinator(
             "offsets.topic.num.partitions): fixed when the store is created."
         ),
     ] = 50,
+    replica_name: Annotated[
+        str | None,
+        typer.Option(
+            help="With --store: this replica's name, which keeps its node id across restarts "
+            "(default: the host name and the first listener's port; a StatefulSet pod's name)."
+        ),
+    ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            help="With --store: seconds a replica's shard leases last unrenewed (renewed every "
+            "fifth); a replica that dies loses its groups to the others after this."
+        ),
+    ] = 5.0,
     advertise: Annotated[
         list[str] | None,
         typer.Option(
@@ -350,6 +364,8 @@ def coordinator(
         data_dir=data_dir,
         store_url=checked_store_url(store),
         shards=checked_shards(shards),
+        replica_name=replica_name,
+        lease_ttl_s=_lease_ttl(lease_ttl),
         listeners=bound,
         security=security,
         reload_interval_s=reload_interval,
@@ -370,6 +386,12 @@ def checked_store_url(value: str | None) -> str | None:
         raise typer.BadParameter(
             "--store: a postgresql:// URL (for SQLite, leave it out and use --data-dir)"
         )
+    return value
+
+
+def _lease_ttl(value: float) -> float:
+    if not 0.5 <= value <= 300:
+        raise typer.BadParameter(f"--lease-ttl: between 0.5 and 300 seconds, not {value}")
     return value
 
 

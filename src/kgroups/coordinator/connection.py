@@ -43,6 +43,8 @@ class Listener:
     security: ListenerSecurity
     server: asyncio.Server | None = None
     port: int = 0
+    node_id: int = 0
+    """This coordinator's node id (a replica's is given by the database)."""
 
     @property
     def name(self) -> str:
@@ -50,7 +52,7 @@ class Listener:
 
     def node(self) -> Node:
         s = self.settings
-        return Node(0, s.advertised_host or s.host, s.advertised_port or self.port)
+        return Node(self.node_id, s.advertised_host or s.host, s.advertised_port or self.port)
 
 
 class ConnectionOwner(Protocol):

@@ -19,9 +19,10 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kgroups.coordinator.connection import Connection
 from kgroups.coordinator.core import Effects, Reply
@@ -30,11 +31,14 @@ from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.records import Record
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.store import RecordStore
+from kgroups.coordinator.store.base import Fenced
 from kgroups.coordinator.wire import encode
 from kgroups.protocol.apis import api_name, metric_api_name
 from kgroups.protocol.frames import encode_response
 
 log = logging.getLogger("kgroups.coordinator")
+
+T = TypeVar("T")
 
 HEAD = struct.Struct(">ii")
 """A response frame's size and correlation id, in front of a cached payload."""
@@ -79,6 +83,10 @@ class OrderedWriter:
         self.pending: dict[int, Pending] = {}
         self._payloads: dict[tuple[int, object], bytes] = {}
         self._debug = log.isEnabledFor(logging.DEBUG)
+        self.shards_of: Callable[[Sequence[Record]], set[int]] | None = None
+        """Replicas: the shards records belong to (to set aside what a refused write held)."""
+        self.on_fenced: Callable[[frozenset[int]], None] = lambda shards: None
+        """Replicas: shards whose write was refused (another replica holds them now)."""
 
     async def open(self) -> tuple[str, list[Record]]:
         """Open the store: its cluster id and every record, in order, to replay."""
@@ -89,6 +97,17 @@ class OrderedWriter:
             self._executor, lambda: list(self._store.load())
         )
         return cluster_id, records
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """`work` on the store's thread, in order with the writes (a shard's records read
+        after every write queued before)."""
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._executor, work)
+
+    async def drained(self) -> None:
+        """Wait until everything queued so far is written (or the writer halted)."""
+        while (self.queue or self.writing) and not self.halted:
+            await asyncio.sleep(0.005)
 
     @property
     def idle(self) -> bool:
@@ -130,6 +149,9 @@ class OrderedWriter:
     def _written(self, future: asyncio.Future[float], *, batch: list[Effects]) -> None:
         self.writing = False
         exc = future.exception()
+        if isinstance(exc, Fenced) and self.shards_of is not None and not self.halted:
+            self._set_aside(batch, exc.shards)
+            return
         if exc is not None:
             self._on_failure(exc)
             return
@@ -138,6 +160,26 @@ class OrderedWriter:
             return  # stopping: nobody is answered any more
         for effects in batch:
             self._deliver(effects.replies)
+        self._flush()
+
+    def _set_aside(self, batch: list[Effects], shards: frozenset[int]) -> None:
+        """A write refused because `shards` moved to another replica: nothing of it was
+        written. What touched them is not acknowledged (their connections close, so the
+        clients look for the new coordinator); the rest is written again."""
+        assert self.shards_of is not None
+        kept: list[Effects] = []
+        for effects in batch:
+            if not self.shards_of(effects.records) & shards:
+                kept.append(effects)
+                continue
+            for reply in effects.replies:
+                pending = self.pending.pop(reply.ref, None)
+                if pending is not None:
+                    pending.conn.abort("its group moved to another coordinator")
+        log.warning("a write to shards %s was refused: another replica holds them now",
+                    sorted(shards))  # fmt: skip
+        self.queue = kept + self.queue
+        self.on_fenced(shards)
         self._flush()
 
     def _deliver(self, replies: tuple[Reply, ...]) -> None:

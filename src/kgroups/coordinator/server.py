@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from kgroups.coordinator.authorizers import (
 from kgroups.coordinator.connection import Connection, Listener
 from kgroups.coordinator.core import (
     CoordinatorConfig,
+    Effects,
     GroupCoordinator,
     HandlerFailed,
     RequestContext,
@@ -60,6 +62,7 @@ from kgroups.coordinator.listeners import (
 )
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.pipeline import HEAD, OrderedWriter, Pending
+from kgroups.coordinator.replicas import Replication
 from kgroups.coordinator.security import Security
 from kgroups.coordinator.store import RecordStore, make_store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
@@ -92,7 +95,12 @@ class ServerSettings:
     port: int = 9092
     data_dir: Path = Path(".kgroups")
     store_url: str | None = None
-    """A PostgreSQL URL (`--store`): the shared store; None: SQLite in data_dir."""
+    """A PostgreSQL URL (`--store`): the shared store, this process one replica of the
+    cluster every process on that database forms; None: SQLite in data_dir."""
+    replica_name: str | None = None
+    """This replica's name among those of the database (default: host name and port)."""
+    lease_ttl_s: float = 5.0
+    """How long a replica's shard leases last without renewal (renewed every ttl/5)."""
     shards: int = DEFAULT_SHARDS
     """How many shards groups hash to in a PostgreSQL store (fixed at its creation)."""
     advertised_host: str | None = None
@@ -177,10 +185,13 @@ class CoordinatorServer:
             lambda: self.coordinator, lambda: len(self.connections), wall_clock,
             lambda: self.buffered,
         )  # fmt: skip
-        self._store = store or make_store(
-            settings.store_url, settings.data_dir, synchronous=settings.synchronous,
-            shards=settings.shards,
-        )  # fmt: skip
+        self._replication: Replication | None = None
+        if store is None and settings.store_url is not None:
+            self._store: RecordStore = self._replicated(settings.store_url)
+        else:
+            self._store = store or make_store(
+                None, settings.data_dir, synchronous=settings.synchronous, shards=settings.shards
+            )
         self._writer = OrderedWriter(self._store, self.metrics, self._fail)
         super_users = settings.authorization.super_users if settings.authorization else ()
         self._gate = Gate(self, self.security, make_authorizer(settings.authorization),
@@ -193,6 +204,25 @@ class CoordinatorServer:
                 "/readyz": probe_route(self.unready),
             }
         )
+
+    def _replicated(self, url: str) -> RecordStore:
+        """A PostgreSQL store shared with other replicas: fenced writes, shard leases."""
+        from kgroups.coordinator.store.leases import ShardLeases
+        from kgroups.coordinator.store.postgres import Fence, PostgresStore
+
+        settings = self.settings
+        name = settings.replica_name or f"{socket.gethostname()}-{self.listeners[0].settings.port}"
+        store = PostgresStore(url, shards=settings.shards, fence=Fence(name),
+                              lease_ttl_s=settings.lease_ttl_s)  # fmt: skip
+        leases = ShardLeases(url, name=name, listeners={}, ttl_s=settings.lease_ttl_s)
+        self._replication = Replication(store, leases, lambda: self._writer,
+                                        apply=self._apply, now_ms=self.now_ms)  # fmt: skip
+        return store
+
+    def _apply(self, effects: Effects) -> None:
+        """Effects of moving shards: written and answered like a request's."""
+        self._writer.submit(effects)
+        self._rearm_soon()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -226,6 +256,13 @@ class CoordinatorServer:
             bearer = self.security.bearer
             if bearer is not None and not bearer.from_file:
                 self._tasks.spawn("issuer-keys", bearer.run())
+        replication = self._replication
+        if replication is not None:
+            node_id = await replication.register(
+                {ls.name: (ls.node().host, ls.node().port) for ls in self.listeners}
+            )
+            for listener in self.listeners:
+                listener.node_id = node_id
         node = self.listeners[0].node()
         coordinator = GroupCoordinator(
             self.settings.coordinator, node=node, cluster_id=cluster_id,
@@ -242,6 +279,9 @@ class CoordinatorServer:
         log.info("coordinator listening on %s, store %s: replayed %d records, %d groups",
                  where, self._store.where, len(records), groups)  # fmt: skip
         self._writer.submit(coordinator.resume(now_ms=self.now_ms()))
+        if replication is not None:
+            replication.attach(coordinator)
+            self._tasks.spawn("shard-leases", replication.run())
         self._rearm()
 
     async def _listen(self, loop: asyncio.AbstractEventLoop, listener: Listener) -> None:
@@ -369,6 +409,10 @@ class CoordinatorServer:
                 conn.transport.close()
         if self._timer is not None:
             self._timer.cancel()
+        if self._replication is not None:
+            if self.failure is None and self._replication.sharding is not None:
+                await self._replication.leave()
+            self._replication.close()
         self._writer.halted = True
         await self._writer.close(write_queued=self.failure is None)
         for listener in self.listeners:
@@ -408,6 +452,8 @@ class CoordinatorServer:
             return f"coordinator stopped: {self.failure!r}"
         if self.coordinator is None:
             return "replaying the store"
+        if self._replication is not None and (why := self._replication.unready()):
+            return why
         if any(ls.server is None or not ls.server.is_serving() for ls in self.listeners):
             return "not listening"
         return None
@@ -506,6 +552,8 @@ class CoordinatorServer:
         entry or effects."""
         coordinator = self.coordinator
         assert coordinator is not None
+        if self._replication is not None:
+            self._replication.check(time.monotonic())
         try:
             code = coordinator.heartbeat(body, now_ms=now_ms)
         except HandlerFailed as failed:
@@ -532,6 +580,8 @@ class CoordinatorServer:
                 now_ms: int) -> None:  # fmt: skip
         coordinator = self.coordinator
         assert coordinator is not None
+        if self._replication is not None:
+            self._replication.check(time.monotonic())
         ref = next(self._refs)
         if self._debug:
             log.debug("<- %s %s v%d #%d %r", conn.peer, api_name(key), version, ref, body)

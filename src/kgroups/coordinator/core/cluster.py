@@ -17,6 +17,7 @@ requests for "all topics" silently leave such topics out.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from kgroups.coordinator.core import routing
 from kgroups.coordinator.core.authz import (
@@ -57,7 +58,8 @@ from kgroups.coordinator.core.msg_cluster import (
 from kgroups.coordinator.core.msg_configs import ConfigRejected
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.offsets import NULL_TOPIC_ID, delete_topic_offsets
-from kgroups.coordinator.core.records import TopicRecord
+from kgroups.coordinator.core.records import GroupConfigRecord, Record, TopicRecord
+from kgroups.coordinator.core.replay import replay
 from kgroups.coordinator.core.topic_configs import validate_configs
 from kgroups.coordinator.core.topics import put_topic
 from kgroups.protocol.errors import ErrorCode
@@ -434,3 +436,22 @@ def handle_fetch(core: Core, ctx: RequestContext, req: FetchRequest) -> None:
         answered.append((ref, parts))
     wait = 0 if req.min_bytes <= 0 else max(0, min(req.max_wait_ms, core.config.fetch_max_wait_ms))
     core.out.reply(ctx.ref, FetchResponse(tuple(answered), wait_ms=wait))
+
+
+def refresh(core: Core, records: Iterable[Record]) -> None:
+    """Replace topics and group settings with the cluster's current ones (a replica
+    reloading what other replicas wrote). A topic gone takes its offsets with it, in the
+    groups served here, as when it is deleted here."""
+    topics = {r.name: r for r in records if isinstance(r, TopicRecord) and r.value is not None}
+    for name in [n for n in core.topics if n not in topics]:
+        info = core.topics.pop(name)
+        core.topic_names_by_id.pop(info.topic_id, None)
+        delete_topic_offsets(core, name)
+        forget_topic(core.log_ends, name)
+    for record in topics.values():
+        replay(core, record)
+    core.group_configs = {
+        r.group_id: dict(r.value)
+        for r in records
+        if isinstance(r, GroupConfigRecord) and r.value is not None
+    }

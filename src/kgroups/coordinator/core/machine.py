@@ -189,6 +189,15 @@ class GroupCoordinator:
             raise HandlerFailed(core.out.take()) from exc
         return core.out.take()
 
+    def refresh(self, records: Iterable[Record], *, now_ms: int) -> Effects:
+        """Take the cluster's topics and group settings as other replicas left them."""
+        core = self._advance(now_ms)
+        try:
+            cluster.refresh(core, list(records))
+        except Exception as exc:
+            raise HandlerFailed(core.out.take()) from exc
+        return core.out.take()
+
     def unload(self, shard: int, *, now_ms: int) -> Effects:
         """Stop serving `shard`: its parked requests answer NOT_COORDINATOR."""
         core = self._advance(now_ms)

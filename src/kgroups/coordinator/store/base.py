@@ -20,6 +20,15 @@ class StoreError(RuntimeError):
     """The store cannot be opened or written; the coordinator must stop."""
 
 
+class Fenced(StoreError):
+    """A write touched shards this replica no longer holds at the epoch it loaded them
+    with (another replica took them over): nothing of the batch was written."""
+
+    def __init__(self, shards: frozenset[int]) -> None:
+        super().__init__(f"shards {sorted(shards)} are no longer held by this replica")
+        self.shards = shards
+
+
 class RecordStore(typing.Protocol):
     """What the server needs of a store: SQLite, PostgreSQL, or in memory in simulations."""
 

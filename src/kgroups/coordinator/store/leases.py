@@ -34,7 +34,12 @@ import psycopg
 
 from kgroups.coordinator.core.shards import fair_share, to_claim, to_release
 from kgroups.coordinator.store.base import StoreError
-from kgroups.coordinator.store.postgres import CONNECT_TIMEOUT_S, SCHEMA, redacted
+from kgroups.coordinator.store.postgres import (
+    CONNECT_TIMEOUT_S,
+    SCHEMA,
+    bound_sessions,
+    redacted,
+)
 
 log = logging.getLogger("kgroups.coordinator.leases")
 
@@ -70,6 +75,8 @@ class Tick:
     """Live replicas (this one included), by node id."""
     owners: Mapping[int, int] = field(default_factory=dict)
     """shard -> node id of its live owner (shards without one are absent)."""
+    globals_version: int = 0
+    """Bumped by every write of a topic or group setting: reload them when it moves."""
 
 
 class ShardLeases:
@@ -97,10 +104,12 @@ class ShardLeases:
     @property
     def conn(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
+            conn = psycopg.connect(
                 self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                 application_name=f"kgroups-leases-{self.name}",
             )  # fmt: skip
+            bound_sessions(conn, self.ttl_s)
+            self._conn = conn
         return self._conn
 
     def open(self) -> int:
@@ -141,6 +150,10 @@ class ShardLeases:
         ttl = self.ttl_s
         conn = self.conn
         with conn.transaction():
+            # Never wait long on a row another replica holds (a replica frozen inside a
+            # transaction): this tick fails, the next one tries again.
+            conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                         (f"{int(ttl * 250)}ms",))  # fmt: skip
             conn.execute(
                 f"UPDATE {SCHEMA}.replicas SET listeners = %s, leaving = false, "
                 "expires_at = now() + %s * interval '1 second' WHERE name = %s",
@@ -165,25 +178,32 @@ class ShardLeases:
             claimed: dict[int, int] = {}
             wanted = to_claim(len(held), share, free)
             if wanted:
+                # SKIP LOCKED: a shard whose old owner is still inside a write (share lock
+                # on its row) is not waited for; it is claimed on a later tick, after that
+                # write committed or was rolled back, so its new owner loads what it left.
                 claimed = dict(
                     conn.execute(
                         f"UPDATE {SCHEMA}.shard_owners SET owner = %s, epoch = epoch + 1, "
-                        "expires_at = now() + %s * interval '1 second' "
-                        "WHERE shard = ANY(%s) AND (owner IS NULL OR expires_at <= now()) "
+                        "expires_at = now() + %s * interval '1 second' WHERE shard IN ("
+                        f"SELECT shard FROM {SCHEMA}.shard_owners WHERE shard = ANY(%s) "
+                        "AND (owner IS NULL OR expires_at <= now()) FOR UPDATE SKIP LOCKED) "
                         "RETURNING shard, epoch",
                         (self.name, ttl, wanted),
                     ).fetchall()
                 )
             held.update(claimed)
             owners = self._owners(conn, replicas)
+            row = conn.execute(
+                f"SELECT value FROM {SCHEMA}.meta WHERE key = 'globals_version'"
+            ).fetchone()
         lost = frozenset(s for s, e in self.held.items() if held.get(s) != e)
         self.held = held
         if claimed or lost:
             log.info("replica %s: claimed shards %s, lost %s; holds %d of %d (%d replicas)",
                      self.name, sorted(claimed), sorted(lost), len(held), self.shards,
                      len(replicas))  # fmt: skip
-        return Tick(began, dict(held), claimed, lost,
-                    tuple(to_release(list(held), share)), replicas, owners)  # fmt: skip
+        return Tick(began, dict(held), claimed, lost, tuple(to_release(list(held), share)),
+                    replicas, owners, int(row[0]) if row else 0)  # fmt: skip
 
     def _live(self, conn: psycopg.Connection[Any]) -> tuple[Replica, ...]:
         rows = conn.execute(

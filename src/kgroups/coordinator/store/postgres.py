@@ -37,7 +37,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -55,7 +55,7 @@ from kgroups.coordinator.core.records import (
     TopicValue,
 )
 from kgroups.coordinator.core.shards import DEFAULT_SHARDS, MAX_SHARDS, shard_of
-from kgroups.coordinator.store.base import StoreError
+from kgroups.coordinator.store.base import Fenced, StoreError
 from kgroups.coordinator.store.codec import (
     decode_group,
     decode_group_configs,
@@ -122,6 +122,16 @@ def _unesc(text: str) -> str:
     return json.loads(text[1:]) if text.startswith(_ESC) else text
 
 
+def bound_sessions(conn: psycopg.Connection[Any], ttl_s: float) -> None:
+    """A replica's session may not sit inside a transaction for more than half a lease:
+    if its process freezes there (SIGSTOP, a paused VM), the database ends the session
+    and its row locks go, so the other replicas can take its shards over."""
+    conn.execute(
+        "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+        (f"{max(int(ttl_s * 500), 100)}ms",),
+    )
+
+
 def redacted(url: str) -> str:
     """`url` without its password, for logs and errors."""
     try:
@@ -137,22 +147,21 @@ def redacted(url: str) -> str:
     return f"postgresql://{where}/{params.get('dbname', '')}"
 
 
-class Fenced(StoreError):
-    """A write touched shards this replica no longer holds at the epoch it loaded them
-    with: nothing of the batch was written."""
-
-    def __init__(self, shards: frozenset[int]) -> None:
-        super().__init__(f"shards {sorted(shards)} are no longer held by this replica")
-        self.shards = shards
-
-
 @dataclass(slots=True)
 class Fence:
     """What every write of a replica checks: it holds each shard it writes, at that epoch."""
 
     owner: str
     epochs: dict[int, int] = field(default_factory=dict)
-    """shard -> epoch of the shards this replica serves (loaded with)."""
+    """shard -> epoch of the shards this replica serves (loaded with). Replaced, never
+    changed in place: the writer thread reads it while the event loop moves shards."""
+
+    def hold(self, shard: int, epoch: int) -> None:
+        self.epochs = {**self.epochs, shard: epoch}
+
+    def drop(self, shards: Iterable[int]) -> None:
+        gone = set(shards)
+        self.epochs = {s: e for s, e in self.epochs.items() if s not in gone}
 
 
 class PostgresStore:
@@ -168,6 +177,7 @@ class PostgresStore:
         retry_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         fence: Fence | None = None,
+        lease_ttl_s: float = 5.0,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"shards must be in [1, {MAX_SHARDS}], not {shards}")
@@ -176,6 +186,7 @@ class PostgresStore:
         self.retry_s = retry_s
         self._sleep = sleep
         self.fence = fence
+        self.lease_ttl_s = lease_ttl_s
         self._conn: psycopg.Connection[Any] | None = None
 
     @property
@@ -194,8 +205,9 @@ class PostgresStore:
             raise StoreError(f"{self.where}: {exc}") from None
 
     def _lock(self, conn: psycopg.Connection[Any]) -> None:
-        if self.fence is not None:
-            return  # replicas: every write is fenced instead
+        if self.fence is not None:  # replicas: every write is fenced instead
+            bound_sessions(conn, self.lease_ttl_s)
+            return
         row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
         if not row or not row[0]:
             conn.close()
@@ -319,10 +331,36 @@ class PostgresStore:
         return self._retrying("reading the cluster id", read)
 
     def load(self) -> Iterator[Record]:
-        """Every record: topics, group settings, groups, offsets (streamed in batches)."""
+        """Every record: topics, group settings, groups, offsets (streamed in batches).
+        A replica (with a fence) loads only the cluster's records, topics and group
+        settings; groups and offsets come shard by shard (`load_shard`)."""
+        if self.fence is not None:
+            return iter(self._retrying("loading", lambda c: list(self._read_all(c, None))))
         return iter(self._retrying("loading", lambda conn: list(self._read_all(conn))))
 
-    def _read_all(self, conn: psycopg.Connection[Any]) -> Iterator[Record]:
+    def load_shard(self, shard: int) -> list[Record]:
+        """The groups and committed offsets of one shard."""
+        return self._retrying("loading a shard", lambda c: list(self._read_shard(c, shard)))
+
+    def _read_shard(self, conn: psycopg.Connection[Any], shard: int) -> Iterator[Record]:
+        with conn.transaction():
+            for group_id, value in conn.execute(
+                f"SELECT group_id, value FROM {SCHEMA}.groups WHERE shard = %s", (shard,)
+            ):
+                yield GroupRecord(_unesc(group_id), decode_group(value))
+            for group_id, topic, partition, offset, epoch, metadata, at, expire in conn.execute(
+                "SELECT group_id, topic, partition, committed_offset, leader_epoch, "
+                f"metadata, commit_ms, expire_ms FROM {SCHEMA}.offsets WHERE shard = %s",
+                (shard,),
+            ):
+                yield OffsetRecord(
+                    _unesc(group_id), _unesc(topic), partition,
+                    OffsetValue(offset, epoch, _unesc(metadata), at, expire),
+                )  # fmt: skip
+
+    def _read_all(
+        self, conn: psycopg.Connection[Any], shard_records: bool | None = True
+    ) -> Iterator[Record]:
         with conn.transaction():
             for name, topic_id, partitions, created, configs in conn.execute(
                 f"SELECT name, topic_id, partitions, created_ms, configs FROM {SCHEMA}.topics "
@@ -336,6 +374,8 @@ class PostgresStore:
                 f"SELECT group_id, value FROM {SCHEMA}.group_configs ORDER BY group_id"
             ):
                 yield GroupConfigRecord(_unesc(group_id), decode_group_configs(value))
+            if shard_records is None:
+                return
             for group_id, value in conn.execute(
                 f"SELECT group_id, value FROM {SCHEMA}.groups ORDER BY group_id"
             ):
@@ -425,7 +465,9 @@ class _Batch:
             self.topics[record.name] = record.value
 
     def touched(self) -> set[int]:
-        groups = {g for g, _, _ in self.offsets} | set(self.groups) | set(self.configs)
+        """The shards of the groups and offsets written (group settings are the cluster's,
+        like topics: any replica may write them)."""
+        groups = {g for g, _, _ in self.offsets} | set(self.groups)
         return {shard_of(g, self.shards) for g in groups}
 
     def _check_fence(self, cur: psycopg.Cursor[Any]) -> None:
@@ -467,6 +509,12 @@ class _Batch:
                         "DO UPDATE SET value = EXCLUDED.value",
                         kept,
                     )
+            if self.topics or self.configs:
+                cur.execute(
+                    f"INSERT INTO {SCHEMA}.meta VALUES ('globals_version', '1') "
+                    "ON CONFLICT (key) DO UPDATE SET value = "
+                    f"({SCHEMA}.meta.value::bigint + 1)::text"
+                )
             for name, topic in self.topics.items():
                 if topic is None:
                     cur.execute(f"DELETE FROM {SCHEMA}.topics WHERE name = %s", (_esc(name),))

@@ -1,0 +1,242 @@
+"""One replica among several sharing the groups: the lease loop that moves shards.
+
+Started when the store is PostgreSQL (`--store`). Every `tick_s` the leases are renewed
+and looked at (`store.leases.ShardLeases.tick`, on a thread of its own), and this
+replica acts on what changed, on the event loop:
+
+* a shard claimed (or held again after a self-fence): its epoch goes into the store's
+  `Fence` first, then its records are read on the store's thread (after every write
+  queued before) and `GroupCoordinator.load`ed: from then on it is served;
+* a shard lost (another replica took it, or it expired), or refused by a write
+  (`OrderedWriter.on_fenced`): `unload`ed at once, its parked requests told
+  NOT_COORDINATOR;
+* shards over the fair share (a replica joined): unloaded, their queued writes finished,
+  then released for the newcomer to claim;
+* the cluster's topics and group settings changed (`Tick.globals_version`): reloaded;
+* who owns which shard and where each replica listens: handed to the core, which answers
+  FindCoordinator and Metadata from it.
+
+A replica that cannot renew stops serving before its leases can have expired: every tick
+that succeeds pushes `valid_until` (monotonic: the tick's start + TTL - margin) and a
+timer at that moment unloads everything; `check` does the same before a request is
+handled, for a process that wakes from a freeze (SIGSTOP, a long GC, a VM paused) with
+requests already read. `leave` is the graceful handover of SIGTERM: every shard unloaded,
+its writes finished, all released at once, so peers claim them on their next tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from kgroups.coordinator.core import Effects, GroupCoordinator, Node
+from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
+from kgroups.coordinator.core.shards import Sharding, shard_of
+from kgroups.coordinator.pipeline import OrderedWriter
+from kgroups.coordinator.store.leases import ShardLeases, Tick
+from kgroups.coordinator.store.postgres import Fence, PostgresStore
+
+log = logging.getLogger("kgroups.coordinator.replicas")
+
+T = TypeVar("T")
+
+
+class Replication:
+    """This replica's shards: leases renewed, shards loaded and unloaded as they move."""
+
+    def __init__(
+        self,
+        store: PostgresStore,
+        leases: ShardLeases,
+        writer: Callable[[], OrderedWriter],
+        *,
+        apply: Callable[[Effects], None],
+        now_ms: Callable[[], int],
+    ) -> None:
+        assert store.fence is not None
+        self.store = store
+        self.fence: Fence = store.fence
+        self.leases = leases
+        self._writer = writer
+        self._apply = apply
+        self._now_ms = now_ms
+        self.ttl_s = leases.ttl_s
+        self.tick_s = max(min(self.ttl_s / 5, 1.0), 0.05)
+        self.margin_s = min(1.0, self.ttl_s / 4)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-leases")
+        self.coordinator: GroupCoordinator | None = None
+        self.sharding: Sharding | None = None
+        self.valid_until = 0.0
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._globals_seen = -1
+        self.last_error: str | None = None
+        self.leaving = False
+
+    @property
+    def writer(self) -> OrderedWriter:
+        """The server's ordered writer (made after the store it writes to)."""
+        return self._writer()
+
+    async def _leased(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
+
+    async def register(self, listeners: Mapping[str, tuple[str, int]]) -> int:
+        """Take a node id (kept by replica name) once the listeners are bound."""
+        self.leases.listeners = dict(listeners)
+        return await self._leased(self.leases.open)
+
+    def attach(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.sharding = coordinator.share(self.leases.shards)
+        self.writer.shards_of = self._shards_of
+        self.writer.on_fenced = self._refused
+
+    def _shards_of(self, records: Sequence[Record]) -> set[int]:
+        count = self.leases.shards
+        return {
+            shard_of(r.group_id, count)
+            for r in records
+            if isinstance(r, GroupRecord | OffsetRecord)
+        }
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Tick forever (a background task of the server)."""
+        while not self.leaving:
+            try:
+                tick = await self._leased(self.leases.tick)
+            except Exception as exc:  # noqa: BLE001 - the database away: self-fence covers it
+                if self.last_error is None:
+                    log.warning("replica %s: cannot renew its leases: %s", self.leases.name, exc)
+                self.last_error = str(exc).strip() or type(exc).__name__
+                self.leases.close()  # a new connection next time
+            else:
+                if self.last_error is not None:
+                    log.info("replica %s: leases renewed again", self.leases.name)
+                self.last_error = None
+                await self._act(tick)
+            await asyncio.sleep(self.tick_s)
+
+    async def _act(self, tick: Tick) -> None:
+        sharding, coordinator = self.sharding, self.coordinator
+        assert sharding is not None
+        assert coordinator is not None
+        loop = asyncio.get_running_loop()
+        self.valid_until = tick.began + self.ttl_s - self.margin_s
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = loop.call_at(self.valid_until, self._expired)
+        sharding.owners = dict(tick.owners)
+        sharding.brokers = {
+            r.node_id: {
+                name: Node(r.node_id, host, port) for name, (host, port) in r.listeners.items()
+            }
+            for r in tick.replicas
+        }
+        for shard in tick.lost:
+            self._unload(shard)
+        if tick.globals_version != self._globals_seen:
+            records = await self.writer.run(lambda: list(self.store.load()))
+            self._apply(coordinator.refresh(records, now_ms=self._now_ms()))
+            self._globals_seen = tick.globals_version
+        if tick.release:
+            for shard in tick.release:
+                self._unload(shard)
+            await self.writer.drained()
+            await self._leased(lambda: self.leases.release(list(tick.release)))
+        loaded: list[int] = []
+        records = 0
+        started = time.monotonic()
+        for shard, epoch in sorted(tick.held.items()):
+            if shard in tick.release or shard in sharding.serving or self.leaving:
+                continue
+            count = await self._load(shard, epoch)
+            if count is not None:
+                loaded.append(shard)
+                records += count
+        if loaded:
+            log.info("replica %s: serving shards %s (%d records, %.0f ms)", self.leases.name,
+                     loaded, records, (time.monotonic() - started) * 1000)  # fmt: skip
+
+    async def _load(self, shard: int, epoch: int) -> int | None:
+        """Serve `shard` at `epoch`: how many records it had (None: lost meanwhile)."""
+        sharding, coordinator = self.sharding, self.coordinator
+        assert sharding is not None
+        assert coordinator is not None
+        sharding.loading.add(shard)
+        self.fence.hold(shard, epoch)
+        try:
+            records = await self.writer.run(lambda: self.store.load_shard(shard))
+        except Exception:
+            sharding.loading.discard(shard)
+            self.fence.drop([shard])
+            raise
+        if shard not in sharding.loading or self.fence.epochs.get(shard) != epoch:
+            return None  # lost or fenced while its records were read
+        sharding.loading.discard(shard)
+        self._apply(coordinator.load(shard, records, now_ms=self._now_ms()))
+        return len(records)
+
+    def _unload(self, shard: int) -> None:
+        sharding, coordinator = self.sharding, self.coordinator
+        assert sharding is not None
+        assert coordinator is not None
+        self.fence.drop([shard])
+        if shard in sharding.serving or shard in sharding.loading:
+            self._apply(coordinator.unload(shard, now_ms=self._now_ms()))
+
+    def _refused(self, shards: frozenset[int]) -> None:
+        for shard in shards:
+            self._unload(shard)
+
+    # -- self-fencing --------------------------------------------------------------------
+
+    def check(self, now: float) -> None:
+        """Before a request is handled: past the leases' validity, serve nothing."""
+        if now >= self.valid_until and self.fence.epochs:
+            self._expired()
+
+    def _expired(self) -> None:
+        sharding = self.sharding
+        if sharding is None or not (sharding.serving or sharding.loading):
+            return
+        log.warning("replica %s: leases not renewed in time (%s): serving no group until "
+                    "they are", self.leases.name, self.last_error or "no answer")  # fmt: skip
+        for shard in sorted(sharding.serving | sharding.loading):
+            self._unload(shard)
+
+    # -- stopping -----------------------------------------------------------------------
+
+    async def leave(self) -> None:
+        """Graceful handover: stop serving, finish the writes, release every shard."""
+        self.leaving = True
+        sharding = self.sharding
+        if sharding is not None:
+            for shard in sorted(sharding.serving | sharding.loading):
+                self._unload(shard)
+        await self.writer.drained()
+        try:
+            await self._leased(self.leases.leave)
+            log.info("replica %s: handed every shard over", self.leases.name)
+        except Exception as exc:  # noqa: BLE001 - the leases then expire instead
+            log.warning("replica %s: could not hand its shards over: %s", self.leases.name, exc)
+
+    def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._executor.submit(self.leases.close)
+        self._executor.shutdown(wait=True)
+
+    def unready(self) -> str | None:
+        if self.sharding is None:
+            return "registering the replica"
+        if self.last_error is not None:
+            return f"cannot renew shard leases: {self.last_error}"
+        if not self.valid_until:
+            return "taking shard leases"
+        return None

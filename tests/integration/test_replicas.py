@@ -1,0 +1,271 @@
+"""Three coordinator replicas sharing the groups on a real PostgreSQL, losing one.
+
+Groups of kafka-python, confluent-kafka, Java and kgroups members stay Stable and groups of committers
+commit without pause while the replica that owns the most of them is killed (SIGKILL),
+stopped (SIGTERM: a graceful handover), frozen past its leases (SIGSTOP, then SIGCONT:
+it must stop serving and write nothing), or PostgreSQL itself crashes and restarts. After
+each: every acknowledged commit is readable, every Stable group kept its generation with
+every partition owned by exactly one member (the outage is shorter than the session
+timeout), and the replicas again cover every shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from kgroups import admin
+from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.core.records import OffsetRecord, Record
+from kgroups.coordinator.core.shards import shard_of
+from kgroups.coordinator.server import CoordinatorServer, ServerSettings
+from kgroups.coordinator.store.leases import ShardLeases, Tick
+from kgroups.coordinator.store.postgres import Fence, PostgresStore
+from kgroups.protocol.client import ConnectionClosed, KafkaConnection
+from tests.integration.conftest import FAST
+from tests.integration.harness import Coordinator, Member, converged, wait_until
+from tests.integration.test_postgres_coordinator import PARTITIONS, Committer, committed
+from tests.integration.test_server_pipeline import commit
+from tests.postgres import PostgresServer
+
+SESSION_MS = 20_000
+MOVES = {"assigned", "revoked", "lost", "failed"}
+"""Member events of a rebalance (connection errors while a replica is away are not)."""
+TTL_S = 2
+
+
+class Cluster:
+    """Three replicas of one coordinator cluster on one database."""
+
+    def __init__(self, url: str, root: Path) -> None:
+        self.url = url
+        self.replicas = {
+            f"r{n}": Coordinator(root / f"r{n}", *FAST, "--store", url, "--lease-ttl",
+                                 str(TTL_S), "--replica-name", f"r{n}")
+            for n in range(3)
+        }  # fmt: skip
+
+    def start(self) -> None:
+        for replica in self.replicas.values():
+            replica.start()
+        wait_until(self.balanced, 30, "the shards spread over the replicas")
+
+    def balanced(self) -> bool:
+        counts = Counter(self.owners().values())
+        return sum(counts.values()) == 50 and sorted(counts.values()) == [16, 17, 17]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(r.bootstrap for r in self.replicas.values() if r.proc is not None)
+
+    def owners(self) -> dict[int, str]:
+        """shard -> replica name, for shards with a live lease."""
+        with psycopg.connect(self.url) as conn:
+            rows = conn.execute(
+                "SELECT shard, owner FROM kgroups.shard_owners "
+                "WHERE owner IS NOT NULL AND expires_at > now()"
+            ).fetchall()
+        return dict(rows)
+
+    def names(self, prefix: str, n: int, *, on: str, on_it: bool = True) -> list[str]:
+        """`n` group ids whose shard replica `on` owns (or, `on_it=False`, does not)."""
+        owners = self.owners()
+        fitting = (f"{prefix}-{k}" for k in itertools.count())
+        return list(itertools.islice(
+            (g for g in fitting if (owners[shard_of(g, 50)] == on) == on_it), n))  # fmt: skip
+
+    def stop(self) -> None:
+        for replica in self.replicas.values():
+            if replica.proc is not None:
+                replica.proc.send_signal(signal.SIGCONT)
+            replica.kill()
+
+
+@pytest.fixture
+def cluster(postgres: PostgresServer, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(postgres.create_database(), tmp_path)
+    c.start()
+    yield c
+    c.stop()
+
+
+def through(cluster: Cluster, members: list[Member], outage: Callable[[str], None]) -> str:
+    """Stable groups and committers, every Stable group and half the committers on the
+    replica `outage` hits; then the invariants. Returns the replica that was hit."""
+    first = next(iter(cluster.replicas.values()))
+    asyncio.run(admin.create_topic("127.0.0.1", first.port, "events", PARTITIONS))
+    partitions = {("events", p) for p in range(PARTITIONS)}
+    hit = cluster.owners()[0]
+    clients = [("kafka-python", "confluent"), ("kgroups", "kafka-python"), ("java", "confluent")]
+    stable = {
+        name: [
+            Member(client, cluster.bootstrap, name, ["events"],
+                   client_id=f"{client}-{name}", session_timeout_ms=SESSION_MS)
+            for client in pair
+        ]
+        for name, pair in zip(cluster.names("stable", 3, on=hit), clients, strict=True)
+    }  # fmt: skip
+    for group in stable.values():
+        members.extend(group)
+    generations = {
+        name: wait_until(lambda g=group: converged(g, partitions), 90, f"{name} to converge")
+        for name, group in stable.items()
+    }
+    groups = cluster.names("on", 4, on=hit) + cluster.names("off", 4, on=hit, on_it=False)
+    committers = [Committer(cluster.bootstrap, g, "events") for g in groups]
+    for c in committers:
+        c.start()
+    wait_until(lambda: all(c.acked for c in committers), 30, "every committer's first commit")
+    before = {c.group: c.acked[0] for c in committers}
+    seen = {m.name: len(m.events) for group in stable.values() for m in group}
+
+    outage(hit)
+
+    wait_until(lambda: len(cluster.owners()) == 50, 30, "every shard owned again")
+    wait_until(lambda: all(c.acked[0] > before[c.group] + 5 for c in committers), 60,
+               "every committer committing again")  # fmt: skip
+    for c in committers:
+        c.stopping.set()
+    for c in committers:
+        c.join(timeout=30)
+    for c in committers:
+        assert committed(cluster.bootstrap, c.group, "events") == c.acked, c.group
+    time.sleep(3)  # several heartbeats on the new coordinator: a rebalance would show now
+    for name, group in stable.items():
+        after = [e for m in group for e in m.events[seen[m.name] :] if e["event"] in MOVES]
+        assert converged(group, partitions) == generations[name], (name, after)
+        assert not after, (name, after)
+        _, view = asyncio.run(describe(cluster.bootstrap, name))
+        assert (view.state, view.generation) == ("Stable", generations[name])
+    return hit
+
+
+async def describe(bootstrap: str, group: str) -> Any:
+    host, port = bootstrap.split(",", maxsplit=1)[0].split(":")
+    async with admin.Cluster(host, int(port)) as cluster:
+        return (await cluster.describe_groups([group]))[group]
+
+
+def test_a_replica_killed_loses_its_groups_to_the_others_and_no_commit(
+    cluster: Cluster, members: list[Member]
+) -> None:
+    def kill(name: str) -> None:
+        cluster.replicas[name].kill()
+
+    hit = through(cluster, members, kill)
+    assert hit not in set(cluster.owners().values())
+
+
+def test_a_replica_stopped_hands_its_groups_over_at_once(
+    cluster: Cluster, members: list[Member]
+) -> None:
+    stopped_at: list[float] = []
+
+    def stop(name: str) -> None:
+        stopped_at.append(time.monotonic())
+        assert cluster.replicas[name].stop() == 0
+
+    hit = through(cluster, members, stop)
+    assert "handed every shard over" in cluster.replicas[hit].log()
+
+
+def test_a_replica_frozen_past_its_leases_stops_serving_when_it_wakes(
+    cluster: Cluster, members: list[Member]
+) -> None:
+    def freeze(name: str) -> None:
+        proc = cluster.replicas[name].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        wait_until(lambda: name not in set(cluster.owners().values()), 20, "its shards taken")
+        time.sleep(1)
+        proc.send_signal(signal.SIGCONT)
+
+    hit = through(cluster, members, freeze)
+    log = cluster.replicas[hit].log()
+    assert "serving no group until they are" in log or "lost [" in log, log[-3000:]
+    for name, replica in cluster.replicas.items():
+        if name != hit:  # a frozen replica never holds the others back
+            assert "leases not renewed in time" not in replica.log(), name
+
+
+def test_postgresql_crashing_under_the_replicas_loses_no_commit(
+    cluster: Cluster, members: list[Member], postgres: PostgresServer
+) -> None:
+    def crash(_: str) -> None:
+        postgres.stop(mode="immediate")
+        time.sleep(2)
+        postgres.start_again()
+
+    through(cluster, members, crash)
+
+
+async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
+    postgres: PostgresServer,
+) -> None:
+    """The last line of defence: a write that reaches the database after another replica
+    took the shard is refused by the epoch check; its client's connection closes (it looks
+    for the new coordinator), nothing is written, and the replica goes on serving."""
+    url = postgres.create_database()
+    settings = ServerSettings(port=0, store_url=url, replica_name="a", lease_ttl_s=1.0,
+                              coordinator=CoordinatorConfig(group_initial_rebalance_delay_ms=0))  # fmt: skip
+    srv = CoordinatorServer(settings)
+    await srv.start()
+    replication = srv._replication
+    assert replication is not None and replication.sharding is not None
+    sharding = replication.sharding
+    try:
+        await async_wait_until(lambda: len(sharding.serving) == 50, 10, "a serving every shard")
+        await admin.create_topic("127.0.0.1", srv.port, "t", 1)
+        conn = await KafkaConnection.open("127.0.0.1", srv.port)
+        assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0
+        store = replication.store
+        gate = threading.Event()
+        plain_append = store.append
+
+        def gated(records: Sequence[Record]) -> None:
+            gate.wait(timeout=30)
+            plain_append(records)
+
+        store.append = gated  # type: ignore[method-assign]
+        committing = asyncio.create_task(conn.request(commit("g", 6)))
+        await asyncio.sleep(0.2)
+
+        def unreachable() -> Tick:
+            raise psycopg.OperationalError("the test cut the lease connection")
+
+        replication.leases.tick = unreachable  # type: ignore[method-assign]
+        await asyncio.sleep(1.5)  # a's leases expire
+        b = ShardLeases(url, name="b", listeners={"PLAINTEXT": ("b", 1)}, ttl_s=30)
+        await asyncio.to_thread(b.open)
+        taken = await asyncio.to_thread(b.tick)
+        assert shard_of("g", 50) in taken.claimed
+        gate.set()
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(committing, 10)
+        assert srv.failure is None
+        reader = PostgresStore(url, fence=Fence("reader"))
+        await asyncio.to_thread(reader.open)
+        stored = await asyncio.to_thread(lambda: list(reader.load_shard(shard_of("g", 50))))
+        assert [r.value.offset for r in stored if isinstance(r, OffsetRecord) and r.value] == [5]
+        reader.close()
+        b.close()
+        await conn.close()
+    finally:
+        await srv.stop()
+
+
+async def async_wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
