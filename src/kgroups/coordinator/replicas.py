@@ -150,7 +150,7 @@ class Replication:
             await self.writer.drained()
             await self._leased(lambda: self.leases.release(list(tick.release)))
         loaded: list[int] = []
-        records = 0
+        count_all = 0
         started = time.monotonic()
         for shard, epoch in sorted(tick.held.items()):
             if shard in tick.release or shard in sharding.serving or self.leaving:
@@ -158,10 +158,10 @@ class Replication:
             count = await self._load(shard, epoch)
             if count is not None:
                 loaded.append(shard)
-                records += count
+                count_all += count
         if loaded:
             log.info("replica %s: serving shards %s (%d records, %.0f ms)", self.leases.name,
-                     loaded, records, (time.monotonic() - started) * 1000)  # fmt: skip
+                     loaded, count_all, (time.monotonic() - started) * 1000)  # fmt: skip
 
     async def _load(self, shard: int, epoch: int) -> int | None:
         """Serve `shard` at `epoch`: how many records it had (None: lost meanwhile)."""
