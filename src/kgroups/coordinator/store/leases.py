@@ -137,6 +137,12 @@ class ShardLeases:
                     ).fetchone()
                 assert row is not None
                 self.node_id = int(row[0])
+                # Shards an earlier process of this name still holds get a new epoch: if
+                # that process is not dead but frozen, none of its writes can land now.
+                conn.execute(
+                    f"UPDATE {SCHEMA}.shard_owners SET epoch = epoch + 1 WHERE owner = %s",
+                    (self.name,),
+                )
         except psycopg.Error as exc:
             raise StoreError(f"cannot register replica {self.name}: {exc}") from exc
         return self.node_id
