@@ -225,6 +225,9 @@ async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
     sharding = replication.sharding
     try:
         await async_wait_until(lambda: len(sharding.serving) == 50, 10, "a serving every shard")
+        registry = srv.metrics.registry
+        assert registry.get_sample_value("kgroups_replica_shards", {"state": "serving"}) == 50
+        assert registry.get_sample_value("kgroups_replicas") == 1
         await admin.create_topic("127.0.0.1", srv.port, "t", 1)
         conn = await KafkaConnection.open("127.0.0.1", srv.port)
         assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0

@@ -423,6 +423,20 @@ class CoordinatorMetrics(Collector):
         yield GaugeMetricFamily(
             "kgroups_connections", "Open client connections.", value=self._connections()
         )
+        sharding = coordinator.core.sharding
+        if sharding is not None:  # one replica of several
+            shards = GaugeMetricFamily(
+                "kgroups_replica_shards", "Shards this replica serves, or is loading.",
+                labels=["state"],
+            )  # fmt: skip
+            shards.add_metric(["serving"], len(sharding.serving))
+            shards.add_metric(["loading"], len(sharding.loading))
+            yield shards
+            yield GaugeMetricFamily(
+                "kgroups_replicas",
+                "Live replicas this one sees (brokers in Metadata).",
+                value=len(sharding.brokers),
+            )
         yield from self._guard()
 
     def _guard(self) -> Iterator[Metric]:
