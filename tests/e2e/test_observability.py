@@ -58,6 +58,8 @@ HEARTBEAT_S = 0.3
 SIDECAR = ("--session-timeout-ms", "3000", "--heartbeat-interval-ms", str(int(HEARTBEAT_S * 1000)),
            "--rebalance-timeout-ms", "10000", "--revoke-timeout-ms", "100")  # fmt: skip
 SPARK_ONLY = "kgroups_spark_"
+REPLICAS_ONLY = ("kgroups_replica_shards", "kgroups_replicas")
+"""Exported only by coordinators sharing a PostgreSQL store (test_replicas.py checks them)."""
 """Series only Spark members export: no Spark member runs here."""
 
 
@@ -247,6 +249,7 @@ def test_every_metric_panel_and_rule_has_data_on_a_real_prometheus(
         m.name
         for m in METRICS
         if not m.name.startswith(SPARK_ONLY)
+        and m.name not in REPLICAS_ONLY
         and not has_data(f'{{__name__=~"{"|".join(m.series())}"}}')
     ]
     assert not silent, f"metrics with no series in Prometheus: {silent}"

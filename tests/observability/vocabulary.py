@@ -104,6 +104,10 @@ METRICS: tuple[Metric, ...] = (
        "time throttled requests were made to wait"),
     _m("kgroups_topics", "gauge", "", "coordinator", "topics"),
     _m("kgroups_partitions", "gauge", "", "coordinator", "partitions of all topics"),
+    _m("kgroups_replica_shards", "gauge", "state", "coordinator",
+       "shards a replica serves or is loading (replicas on PostgreSQL only)"),
+    _m("kgroups_replicas", "gauge", "", "coordinator",
+       "live replicas a replica sees (replicas on PostgreSQL only)"),
     # members: GroupMember in-process, the sidecar's /metrics, Spark members
     _m("kgroups_member_rebalance_duration_seconds", "histogram", "group", "member",
        "first JoinGroup sent -> SyncGroup assignment received (Kafka rebalance-latency)"),
