@@ -52,12 +52,25 @@ class Committer(threading.Thread):
         self.refused = 0
         self.stopping = threading.Event()
 
-    def run(self) -> None:
+    def consumer(self) -> tuple[KafkaConsumer, list[TopicPartition]]:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.group,
                                  enable_auto_commit=False, request_timeout_ms=20_000,
                                  retry_backoff_ms=100)  # fmt: skip
         tps = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
+        return consumer, tps
+
+    def run_once(self, *, offset: int) -> None:
+        """One commit of `offset` to every partition, acknowledged."""
+        consumer, tps = self.consumer()
+        try:
+            consumer.commit({tp: OffsetAndMetadata(offset, "", -1) for tp in tps})
+            self.acked = dict.fromkeys(range(PARTITIONS), offset)
+        finally:
+            consumer.close()
+
+    def run(self) -> None:
+        consumer, tps = self.consumer()
         offset = 0
         try:
             while not self.stopping.is_set():

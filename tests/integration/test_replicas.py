@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import signal
 import threading
 import time
@@ -23,8 +24,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
 from kgroups import admin
+from kgroups.cli import app as cli
 from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.core.records import OffsetRecord, Record
 from kgroups.coordinator.core.shards import shard_of
@@ -272,3 +275,24 @@ async def async_wait_until(predicate: Callable[[], object], timeout: float, what
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+def test_the_group_cli_finds_every_group_on_whichever_replica_owns_it(cluster: Cluster) -> None:
+    """`kgroups group` (the admin client underneath) through one replica: ListGroups asks
+    every replica, a group's describe and offsets go to its owner, as with Kafka."""
+    first = cluster.replicas["r0"]
+    asyncio.run(admin.create_topic("127.0.0.1", first.port, "events", PARTITIONS))
+    groups = [cluster.names(f"on-{n}", 1, on=f"r{n}")[0] for n in range(3)]
+    for n, group in enumerate(groups):
+        c = Committer(cluster.bootstrap, group, "events")
+        c.run_once(offset=10 + n)
+    listed = CliRunner().invoke(cli, ["group", "list", "--bootstrap-server", first.bootstrap])
+    assert listed.exit_code == 0, listed.output
+    assert set(groups) <= set(listed.stdout.split())
+    for n, group in enumerate(groups):
+        run = CliRunner().invoke(cli, ["group", "describe", group, "--offsets", "-o", "json",
+                                       "--bootstrap-server", first.bootstrap])  # fmt: skip
+        assert run.exit_code == 0, run.output
+        (described,) = json.loads(run.stdout)
+        offsets = {o["partition"]: o["current_offset"] for o in described["offsets"]}
+        assert offsets == dict.fromkeys(range(PARTITIONS), 10 + n), described
