@@ -64,3 +64,13 @@ def test_spark_delta_runs_beside_structured_streaming() -> None:
     assert re.search(r"^Structured Streaming \+ foreachBatch\s+1\s+200\s", out, re.MULTILINE), out
     assert re.search(r"^kgroups clicks_to_delta\s+1\s+200\s", out, re.MULTILINE), out
     assert "kgroups 1 app(s) / Structured Streaming, batches of 200/partition" in out, out
+
+
+def test_failover_runs_on_three_replicas() -> None:
+    out = bench(
+        "failover.py", "--trials", "1", "--lease-ttl", "2", "--history", "2000", kafka=False
+    )
+    rows = re.findall(r"^(graceful|kill) \(SIG\w+\)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)\s+20$", out,
+                      re.MULTILINE)  # fmt: skip
+    assert [mode for mode, _ in rows] == ["graceful", "kill"], out
+    assert "Taking over a shard with 2,000 committed offsets" in out, out

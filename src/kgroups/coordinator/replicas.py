@@ -215,6 +215,7 @@ class Replication:
     async def leave(self) -> None:
         """Graceful handover: stop serving, finish the writes, release every shard."""
         self.leaving = True
+        log.info("replica %s: handing its shards over", self.leases.name)
         sharding = self.sharding
         if sharding is not None:
             for shard in sorted(sharding.serving | sharding.loading):

@@ -397,6 +397,7 @@ class CoordinatorServer:
 
     async def stop(self) -> None:
         """Stop accepting, close every connection, finish pending writes, close the store."""
+        log.info("coordinator stopping")
         self._close_listeners()
         self._cancel_background()
         await self._endpoints.close()
