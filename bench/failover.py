@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import signal
 import subprocess
 import sys
@@ -34,6 +35,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,7 +44,16 @@ from kio.schema.find_coordinator.v4 import response as fc_resp
 from kio.schema.offset_commit.v8 import request as oc_req
 from kio.schema.offset_commit.v8 import response as oc_resp
 
-from bench.common import LOAD_CPU, ROOT, SERVER_CPU, median, percentile, pin, pin_self
+from bench.common import (
+    KAFKA_LABEL,
+    LOAD_CPU,
+    ROOT,
+    SERVER_CPU,
+    median,
+    percentile,
+    pin,
+    pin_self,
+)
 from bench.loadgen import Conn, Member, connect, now
 from kgroups import admin
 from kgroups.coordinator.core import CoordinatorConfig, GroupCoordinator, Node
@@ -209,13 +220,20 @@ async def trial(
     groups = list(itertools.islice(
         (g for g in names if owners[shard_of(g, SHARDS)] == f"r{victim}"), GROUPS))  # fmt: skip
     addresses = [("127.0.0.1", p) for p in replicas.ports.values()]
+    return await failover(groups, addresses, victim, lambda: replicas.stop(victim, sig))
+
+
+async def failover(groups: list[str], addresses: list[tuple[str, int]], victim: int,
+                   stop_victim: Any) -> tuple[list[float], int]:  # fmt: skip
+    """Members in `groups` (all coordinated by node `victim`), then `stop_victim()`: each
+    group's failover time, and how many had to rejoin."""
     probes = [Probe(g, addresses) for g in groups]
     await asyncio.gather(*(p.start() for p in probes))
     stop = asyncio.Event()
     running = [asyncio.create_task(p.run(stop)) for p in probes]
     await asyncio.sleep(1.0)
     since = now()
-    await asyncio.to_thread(replicas.stop, victim, sig)
+    await asyncio.to_thread(stop_victim)
     deadline = since + 60
     while now() < deadline and any(p.recovered(since, victim) is None for p in probes):
         await asyncio.sleep(0.05)
@@ -252,9 +270,102 @@ def takeover_with_history(url: str, offsets: int) -> float:
         core.share(SHARDS)
         core.load(shard, loaded, now_ms=int(time.time() * 1000))
         timings.append(time.perf_counter() - began)
-        assert len(loaded) == per * 100
+        assert len(loaded) >= per * 100  # and the trials' groups of that shard
     store.close()
     return median(timings)
+
+
+class KafkaTrio:
+    """Three Kafka brokers (combined KRaft nodes, one quorum), `__consumer_offsets`
+    replicated three times: Kafka's own coordinator failover, for comparison."""
+
+    def __init__(self, tmp: Path) -> None:
+        import kafkapeer  # type: ignore[import-not-found]
+
+        self.kafkapeer = kafkapeer
+        ports = [kafkapeer.free_port() for _ in range(3)]
+        controllers = [kafkapeer.free_port() for _ in range(3)]
+        voters = ",".join(f"{n + 1}@127.0.0.1:{c}" for n, c in enumerate(controllers))
+        cluster_id = kafkapeer.new_cluster_id()
+        replicated = {
+            "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "50",
+            "default.replication.factor": "3", "min.insync.replicas": "1",
+        }  # fmt: skip
+        self.brokers = {
+            n + 1: kafkapeer.KafkaBroker(
+                ports[n], tmp / f"kafka-{n + 1}", node_id=n + 1, controller_port=controllers[n],
+                voters=voters, cluster_id=cluster_id, cpu=SERVER_CPU, heap="384m",
+                extra=replicated, start_timeout=180,
+            )
+            for n in range(3)
+        }  # fmt: skip
+
+    def start(self, *nodes: int) -> None:
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(len(nodes)) as pool:
+            list(pool.map(lambda n: self.brokers[n].__enter__(), nodes))
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", b.port) for b in self.brokers.values()]
+
+    def stop(self, node: int, sig: signal.Signals) -> None:
+        broker = self.brokers[node]
+        if sig is signal.SIGTERM:
+            broker.__exit__(None, None, None)
+            return
+        proc, broker.proc = broker.proc, None
+        assert proc is not None
+        proc.kill()
+        proc.wait()
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            broker.__exit__(None, None, None)
+
+
+async def coordinators(addresses: list[tuple[str, int]], groups: list[str]) -> dict[str, int]:
+    """Each group's coordinator node, as FindCoordinator answers (Kafka creates
+    `__consumer_offsets` on the first ask: retried until every group has one)."""
+    found: dict[str, int] = {}
+    for group in groups:
+        probe = Probe(group, addresses)
+        conn = await probe.locate()
+        close(conn)
+        found[group] = probe.node
+    return found
+
+
+async def kafka_trials(trials: int) -> list[tuple[str, float, float, float, int, int]]:
+    tmp = Path(tempfile.mkdtemp(prefix="kafka-failover-"))
+    trio = KafkaTrio(tmp)
+    rows = []
+    try:
+        trio.start(1, 2, 3)
+        await admin.create_topic("127.0.0.1", trio.brokers[1].port, TOPIC, 1)
+        for mode, sig in (
+            ("graceful (SIGTERM)", signal.SIGTERM),
+            ("kill (SIGKILL)", signal.SIGKILL),
+        ):
+            times: list[float] = []
+            rebalances = 0
+            for k in range(trials):
+                names = [f"{sig.name}-{k}-{uuid.uuid4().hex[:6]}-{n}" for n in range(GROUPS * 4)]
+                where = await coordinators(trio.addresses, names)
+                victim = Counter(where.values()).most_common(1)[0][0]
+                groups = [g for g in names if where[g] == victim][:GROUPS]
+                got, rejoined = await failover(groups, trio.addresses, victim,
+                                               lambda v=victim, s=sig: trio.stop(v, s))  # fmt: skip
+                times += got
+                rebalances += rejoined
+                await asyncio.to_thread(trio.start, victim)
+                await asyncio.sleep(3)
+            rows.append((mode, median(times), percentile(times, 99), max(times), rebalances,
+                         len(times)))  # fmt: skip
+    finally:
+        trio.close()
+    return rows
 
 
 async def run(trials: int, ttl: float, history: int) -> None:
@@ -289,11 +400,24 @@ async def run(trials: int, ttl: float, history: int) -> None:
     finally:
         replicas.close()
         pg.close()
+    kafka_rows = None
+    if not os.environ.get("KGROUPS_BENCH_NO_KAFKA"):
+        import kafkapeer
+
+        kafkapeer.ensure_kafka()
+        kafka_rows = await kafka_trials(trials)
     print(f"\nFailover of {GROUPS} groups per trial, 3 kgroups replicas on PostgreSQL "
           f"(lease TTL {ttl:g} s), {trials} trials each:")  # fmt: skip
     print(f"{'stop':<22}{'median s':>10}{'p99 s':>9}{'max s':>9}{'rebalances':>12}{'groups':>8}")
     for mode, med, p99, worst, rebalances, count in rows:
         print(f"{mode:<22}{med:>10.2f}{p99:>9.2f}{worst:>9.2f}{rebalances:>12}{count:>8}")
+    if kafka_rows is not None:
+        print(f"\nThe same clients on {KAFKA_LABEL}, 3 brokers, the coordinator's broker stopped:")
+        print(
+            f"{'stop':<22}{'median s':>10}{'p99 s':>9}{'max s':>9}{'rebalances':>12}{'groups':>8}"
+        )
+        for mode, med, p99, worst, rebalances, count in kafka_rows:
+            print(f"{mode:<22}{med:>10.2f}{p99:>9.2f}{worst:>9.2f}{rebalances:>12}{count:>8}")
     print(
         f"\nTaking over a shard with {history:,} committed offsets (read + load), median of 5: "
         f"{took:.2f} s"

@@ -138,6 +138,11 @@ def scram_user(user: str, password: str) -> str:
     return f"SCRAM-SHA-512=[name={user},password={password}]"
 
 
+def new_cluster_id() -> str:
+    """16 random bytes in URL-safe base64 without padding, as kafka-storage wants."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
 class KafkaBroker:
     """A combined broker+controller KRaft Kafka on 127.0.0.1:`port`, formatted in `data_dir`.
 
@@ -160,12 +165,20 @@ class KafkaBroker:
         start_timeout: float = 90,
         stop_timeout: float = 30,
         scram: tuple[str, ...] = (),
+        node_id: int = 1,
+        controller_port: int | None = None,
+        voters: str | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         """`scram`: SCRAM credentials written at format time, as kafka-storage takes
-        them (`SCRAM-SHA-512=[name=bench,password=pw]`)."""
+        them (`SCRAM-SHA-512=[name=bench,password=pw]`). `voters`: one node of a
+        several-node quorum (`1@host:port,2@...`, every node given the same `cluster_id`)
+        instead of a standalone one."""
         self.scram = scram
         self.port = port
-        self.controller_port = free_port()
+        self.controller_port = controller_port or free_port()
+        self.voters = voters
+        self.cluster_id = cluster_id
         self.data_dir = Path(data_dir)
         self.cpu = cpu
         self.heap = heap
@@ -175,8 +188,12 @@ class KafkaBroker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.settings = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}",
+            "node.id": str(node_id),
+            **(
+                {"controller.quorum.voters": voters}
+                if voters
+                else {"controller.quorum.bootstrap.servers": f"127.0.0.1:{self.controller_port}"}
+            ),
             "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "controller.listener.names": "CONTROLLER",
@@ -217,11 +234,11 @@ class KafkaBroker:
         )
         config = self.data_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
-        # A cluster id is 16 random bytes in URL-safe base64 without padding.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = self.cluster_id or new_cluster_id()
+        quorum = () if self.voters else ("--standalone",)
         fmt = subprocess.run(
             # --cluster-id=ID: an id starting with "-" (1 in 64) is an option to argparse
-            self._cmd("kafka.tools.StorageTool", "format", "--standalone", "--ignore-formatted",
+            self._cmd("kafka.tools.StorageTool", "format", *quorum, "--ignore-formatted",
                       f"--cluster-id={cluster_id}", "--config", str(config),
                       *(arg for user in self.scram for arg in ("--add-scram", user))),
             check=False, capture_output=True, text=True, timeout=120,

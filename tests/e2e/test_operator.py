@@ -9,6 +9,7 @@ coordinator.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
 import urllib.request
@@ -400,3 +401,47 @@ def test_the_operators_metrics_count_its_work_and_its_failures(
         assert _operator_metrics(port)["kgroups_operator_watched_objects", kt] == 1
     finally:
         op.stop()
+
+
+def test_with_coordinator_replicas_a_group_is_mirrored_from_the_replica_that_owns_it(
+    controlplane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """The operator is given one replica; the group lives on another: its status still
+    shows the group's offsets, read from (and naming) the replica that owns it."""
+    from kgroups import admin
+    from tests.integration.test_postgres_coordinator import Committer
+    from tests.integration.test_replicas import Cluster
+    from tests.postgres import PostgresServer
+
+    cp, ns = controlplane, namespace
+    pg = PostgresServer().start()
+    (tmp_path / "replicas").mkdir()
+    cluster = Cluster(pg.create_database(), tmp_path / "replicas")
+    op: Operator | None = None
+    try:
+        cluster.start()
+        entry, owner = cluster.replicas["r0"], cluster.replicas["r1"]
+        group = cluster.names("billing", 1, on="r1")[0]
+        asyncio.run(admin.create_topic("127.0.0.1", entry.port, "orders", 4))
+        Committer(cluster.bootstrap, group, "orders").run_once(offset=7)
+        op = Operator(cp.kubeconfig, entry.bootstrap, tmp_path / "operator.log",
+                      "--namespace", ns)  # fmt: skip
+        resource = {"apiVersion": "kgroups.io/v1alpha1", "kind": "ConsumerGroup",
+                    "metadata": {"name": "billing"},
+                    "spec": {"groupId": group, "topics": ["orders"]}}  # fmt: skip
+        cp.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(resource))
+
+        def mirrored() -> dict[str, Any] | None:
+            status = _cg(cp, ns).get("status", {})
+            return status if status.get("offsets") else None
+
+        status = wait_until(mirrored, 30, "the group's offsets in its status", poll=0.3)
+        assert status["coordinator"] == owner.bootstrap
+        assert [(o["partition"], o["offset"]) for o in status["offsets"]] == [
+            (p, 7) for p in range(4)
+        ]
+    finally:
+        if op is not None:
+            op.stop()
+        cluster.stop()
+        pg.close()

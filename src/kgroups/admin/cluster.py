@@ -92,7 +92,10 @@ class Cluster:
 
     async def admin(self, node: Node) -> Admin:
         """The connection to `node`."""
-        if len(await self.nodes()) <= 1:
+        nodes = await self.nodes()
+        if node.node_id not in nodes:  # a broker (a coordinator replica) new since
+            nodes = (await self.topology([])).nodes
+        if len(nodes) <= 1:
             return self._bootstrap
         admin = self._admins.get(node.node_id)
         if admin is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import kopf
 
-from kgroups.admin import LATEST, TP, Admin, AdminError
+from kgroups.admin import LATEST, TP, Admin, AdminError, Cluster
 from kgroups.api.models import ConsumerGroupSpec, DeletionPolicy
 from kgroups.operator import resets
 from kgroups.operator import status as st
@@ -74,6 +74,10 @@ class GroupReconciler:
         self._admin = admin
         self._metrics = metrics
         self._settings = settings
+        self._cluster = Cluster(admin.host, admin.port, bootstrap=admin, security=admin.security,
+                                client_id="kgroups-operator")  # fmt: skip
+        """Each group's own coordinator (with replicas sharing the groups, not the one the
+        operator was given): FindCoordinator through `admin`, one connection per replica."""
 
     async def mirror(
         self,
@@ -119,8 +123,9 @@ class GroupReconciler:
         old = dict(status)
         try:
             problem = await self._apply_settings(group_id, cg, group_memo)
-            group = await admin.describe_group(group_id)
-            offsets = await admin.committed_offsets(group_id)
+            node, coordinator = await self._cluster.group_admin(group_id)
+            group = await coordinator.describe_group(group_id)
+            offsets = await coordinator.committed_offsets(group_id)
             seen = st.GroupObservation(
                 group=group,
                 offsets=offsets,
@@ -146,7 +151,7 @@ class GroupReconciler:
             generation=generation,
             now=now(),
             problem=problem,
-            coordinator=f"{admin.host}:{admin.port}",
+            coordinator=f"{node.host}:{node.port}",
         )
         apply_status(patch, old, new)
         if event is not None:
@@ -244,9 +249,10 @@ class GroupReconciler:
             return kopf.TemporaryError(message, delay=min(backoff(retry + 1), 5.0))
 
         try:
-            code = await admin.delete_group(group_id)
+            _, coordinator = await self._cluster.group_admin(group_id)
+            code = await coordinator.delete_group(group_id)
             if code is ErrorCode.non_empty_group:
-                members = len((await admin.describe_group(group_id)).members)
+                members = len((await coordinator.describe_group(group_id)).members)
                 raise wait(
                     "WaitingForEmptyGroup",
                     f"deletionPolicy is Delete: waiting until the group is Empty "
