@@ -23,6 +23,7 @@ CHART = ROOT / "charts" / "kgroups"
 EXAMPLES = ROOT / "examples" / "k8s"
 SECURED = CHART / "ci" / "secured-values.yaml"
 OAUTHBEARER = CHART / "ci" / "oauthbearer-values.yaml"
+REPLICAS = CHART / "ci" / "replicas-values.yaml"
 CERT_MANAGER = ("--api-versions", "cert-manager.io/v1")
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
@@ -128,6 +129,9 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
         ["--set", "coordinator.authorization.mode=opa"],
         ["--set", "operator.coordinatorSecurity.securityProtocol=SASL_TLS"],
         ["--set", "operator.coordinatorSecurity.sasl.tokenExpirationSeconds=60"],
+        ["--set", "coordinator.database.url=postgresql://kgroups:secret@db/kgroups"],
+        ["--set", "coordinator.database.sslMode=always"],
+        ["--set", "coordinator.replicas=0"],
     ],
     ids=[
         "port",
@@ -142,6 +146,9 @@ def test_the_chart_lints_and_renders_what_it_promises(controlplane: ControlPlane
         "authorization-mode",
         "operator-protocol",
         "token-lifetime",
+        "password-in-database-url",
+        "ssl-mode",
+        "no-replicas",
     ],
 )
 def test_bad_values_are_refused_by_the_schema(
@@ -592,6 +599,7 @@ def certificate_crd(controlplane: ControlPlane) -> Iterator[None]:
             "coordinator.authorization.acl.configMap.name=kgroups-acls",
         ],
         ["-f", str(OAUTHBEARER)],
+        ["-f", str(REPLICAS)],
     ],
     ids=[
         "default",
@@ -601,6 +609,7 @@ def certificate_crd(controlplane: ControlPlane) -> Iterator[None]:
         "secured-cert-manager",
         "acl",
         "oauthbearer",
+        "replicas",
     ],
 )
 def test_rendered_manifests_pass_a_server_side_dry_run(
@@ -855,3 +864,64 @@ def test_the_alerting_rules_render_only_with_the_prometheus_operator(
     assert {k: json.loads(v) for k, v in dashboards["data"].items()} == {
         p.name: json.loads(p.read_text()) for p in (ROOT / "dashboards").glob("*.json")
     }
+
+
+def test_with_a_database_the_coordinator_is_a_set_of_replicas(controlplane: ControlPlane) -> None:
+    """ci/replicas-values.yaml: three pods sharing the groups through PostgreSQL, each
+    advertising its own pod name (FindCoordinator sends members to the replica owning their
+    group), its replica name the pod's, no volume, the password and CA from Secrets, spread
+    over nodes, one at a time disrupted; the operator still bootstraps through the Service."""
+    docs = render(controlplane, "kg", "ns", "-f", str(REPLICAS))
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    spec = sts["spec"]
+    assert (spec["replicas"], spec["podManagementPolicy"]) == (3, "Parallel")
+    assert "volumeClaimTemplates" not in spec
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    args = container["args"]
+    assert "--advertise=$(POD_NAME).kg-kgroups-coordinator-headless.ns.svc:9092" in args
+    assert "--replica-name=$(POD_NAME)" in args and "--lease-ttl=5" in args
+    assert not [a for a in args if a.startswith("--data-dir")]
+    env = {e["name"]: e.get("value") or e.get("valueFrom") for e in container["env"]}
+    assert env == {
+        "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "KGROUPS_STORE": "postgresql://kgroups@kgroups-postgresql.databases.svc:5432/kgroups",
+        "PGPASSWORD": {"secretKeyRef": {"name": "kgroups-postgresql", "key": "password"}},
+        "PGSSLMODE": "verify-full",
+        "PGSSLROOTCERT": "/etc/kgroups/postgresql/ca.crt",
+    }
+    assert {"name": "postgresql-ca", "mountPath": "/etc/kgroups/postgresql",
+            "readOnly": True} in container["volumeMounts"]  # fmt: skip
+    assert all(m["name"] != "data" for m in container["volumeMounts"])
+    spread = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert spread[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    default = next(d for d in render(controlplane, "kg", "ns") if d["kind"] == "StatefulSet")
+    assert default["spec"]["replicas"] == 1 and "volumeClaimTemplates" in default["spec"]
+
+
+def test_the_cloudnativepg_example_values_point_at_what_cloudnativepg_creates(
+    controlplane: ControlPlane,
+) -> None:
+    """examples/k8s/cloudnativepg-values.yaml names the Service and Secrets CloudNativePG
+    makes for examples/k8s/cloudnativepg.yaml's Cluster (its CRDs are not here: the
+    Cluster is checked as YAML), with synchronous replication that waits for a standby."""
+    cluster = yaml.safe_load((ROOT / "examples/k8s/cloudnativepg.yaml").read_text())
+    name = cluster["metadata"]["name"]
+    assert cluster["spec"]["instances"] == 3
+    assert cluster["spec"]["postgresql"]["synchronous"] == {
+        "method": "any", "number": 1, "dataDurability": "required",
+    }  # fmt: skip
+    owner = cluster["spec"]["bootstrap"]["initdb"]["owner"]
+    database = cluster["spec"]["bootstrap"]["initdb"]["database"]
+    docs = render(controlplane, "kg", "kgroups", "-f",
+                  str(ROOT / "examples/k8s/cloudnativepg-values.yaml"))  # fmt: skip
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    env = {e["name"]: e.get("value") or e.get("valueFrom")
+           for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+    assert env["KGROUPS_STORE"] == f"postgresql://{owner}@{name}-rw.kgroups.svc:5432/{database}"
+    assert env["PGPASSWORD"] == {"secretKeyRef": {"name": f"{name}-app", "key": "password"}}
+    volumes = sts["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "postgresql-ca", "secret": {"secretName": f"{name}-ca", "items": [
+        {"key": "ca.crt", "path": "ca.crt"}]}} in volumes  # fmt: skip

@@ -20,7 +20,7 @@ CLIENTS_DOCKERFILE = K8S / "Dockerfile.clients"
 
 def deployments(path: Path) -> dict[str, dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    return {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Deployment"}  # or values
 
 
 def chart_image() -> str:

@@ -34,6 +34,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* The coordinator Service's name in the cluster: every listener advertises it. */}}
+{{/* "true" when the coordinator keeps its state in PostgreSQL: replicas; else empty. */}}
+{{- define "kgroups.replicated" -}}
+{{- $db := .Values.coordinator.database | default dict -}}
+{{- if or $db.url ($db.urlSecret | default dict).name }}true{{ end -}}
+{{- end -}}
+
 {{- define "kgroups.coordinatorHost" -}}
 {{ include "kgroups.fullname" . }}-coordinator.{{ .Release.Namespace }}.svc
 {{- end -}}
