@@ -16,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover kafka clean
+.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -145,7 +145,7 @@ demo: demo-notice install
 demo-notice:
 	@test -f $(STAMP) || echo "== make demo, first run: installing kgroups, pyspark and the dev tools into $(VENV) (a few minutes)"
 
-bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover
+bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits
 
 bench-heartbeats: install kafka
 	$(BIN)/python bench/heartbeats.py
@@ -157,6 +157,10 @@ bench-rebalance: install kafka
 # cluster losing its coordinator's broker; a shard taken over with 100,000 offsets.
 bench-failover: install kafka postgresql
 	$(BIN)/python bench/failover.py
+
+# Offset commits/s and their latency: SQLite, PostgreSQL with 1 and 3 replicas, Kafka.
+bench-commits: install kafka postgresql
+	$(BIN)/python bench/commits.py
 
 bench-assignors: install
 	$(BIN)/python bench/assignors.py

@@ -84,6 +84,10 @@ class PostgresServer:
         self._run("pg_ctl", action, "-D", str(self.data), "-l", str(self.log), "-w",
                   "-t", "60", "-o", options, *extra, timeout=90)  # fmt: skip
 
+    def pid(self) -> int:
+        """The postmaster's process id (its backends are its children)."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
     def url(self, database: str = "postgres", *, password: bool = True) -> str:
         secret = f":{PASSWORD}" if password else ""
         return f"postgresql://{USER}{secret}@127.0.0.1:{self.port}/{database}"

@@ -74,3 +74,11 @@ def test_failover_runs_on_three_replicas() -> None:
                       re.MULTILINE)  # fmt: skip
     assert [mode for mode, _ in rows] == ["graceful", "kill"], out
     assert "Taking over a shard with 2,000 committed offsets" in out, out
+
+
+def test_commits_runs_on_every_store_beside_kafka() -> None:
+    out = bench("commits.py", "--groups", "4", "--seconds", "0.5", "--runs", "1")
+    names = re.findall(r"^(kgroups, [\w ]+?|kafka [\d.]+)\s+[\d,]+\s+[\d,]+\s+[\d.]+\s+[\d.]+$",
+                       out, re.MULTILINE)  # fmt: skip
+    assert names[:3] == ["kgroups, SQLite", "kgroups, PostgreSQL x1", "kgroups, PostgreSQL x3"]
+    assert len(names) == 4 and names[3].startswith("kafka "), out
