@@ -133,7 +133,8 @@ contents() {  # contents PATH: the names and digests of the files under PATH (or
 
 image() {  # image NAME[,TAG...] DOCKERFILE WHEELS [DEST=SOURCE]...
   # Builds NAME (tagged TAGs too) from DOCKERFILE (a path in the repository) on $PYTHON, in
-  # a context of wheels/ (the cached WHEELS directory with this tree's own kgroups wheel)
+  # a context of deps/ (the cached WHEELS directory's dependencies), wheels/ (this tree's
+  # own kgroups wheel)
   # and each SOURCE (a file or directory) at DEST, unless NAME's label says its inputs are
   # unchanged. What a build leaves behind goes: the image it replaced (unless a container
   # or another tag still holds it) and its install stage's image (`LABEL kgroups.stage`).
@@ -146,9 +147,11 @@ image() {  # image NAME[,TAG...] DOCKERFILE WHEELS [DEST=SOURCE]...
   if [ "$(label "$name")" != "$digest" ]; then
     context="$(mktemp -d)"
     scratch+=("$context")
-    mkdir "$context/wheels"
-    cp "$wheelhouse"/*.whl "$context/wheels/"
-    rm -f "$context/wheels"/kgroups-*.whl
+    # deps/: the dependencies' wheels (the same while the pins are: the image's layer that
+    # installs them is built once); wheels/: this tree's own wheel, installed on top.
+    mkdir "$context/deps" "$context/wheels"
+    cp "$wheelhouse"/*.whl "$context/deps/"
+    rm -f "$context/deps"/kgroups-*.whl
     "$root/.venv/bin/python" -m pip wheel -q --no-deps --wheel-dir "$context/wheels" "$root" >&2
     for pair in "$@" "$dockerfile=$root/$dockerfile"; do
       mkdir -p "$(dirname "$context/${pair%%=*}")"
@@ -157,6 +160,12 @@ image() {  # image NAME[,TAG...] DOCKERFILE WHEELS [DEST=SOURCE]...
     echo '**/__pycache__' >"$context/.dockerignore"
     old="$(docker image inspect -f '{{.Id}}' "$name" 2>/dev/null || true)"
     say "building $name"
+    if grep -q ' AS install$' "$context/$dockerfile"; then
+      # The install stage tagged, so that pruning keeps it: its dependencies' layer is
+      # then reused by the next build, which changes only the project's wheel.
+      docker build -q -t "${name%:*}-install:cache" --target install \
+        --build-arg "PYTHON_IMAGE=$PYTHON" -f "$context/$dockerfile" "$context" >/dev/null
+    fi
     docker build -q -t "$name" --build-arg "PYTHON_IMAGE=$PYTHON" \
       --label "kgroups.inputs=$digest" -f "$context/$dockerfile" "$context" >/dev/null
     say "built $name in $((SECONDS - started)) s"
