@@ -16,7 +16,8 @@ RUN useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin 
 COPY deps /deps
 RUN python3 -m pip install --no-cache-dir --no-index /deps/*.whl && rm -rf /deps
 COPY wheels /wheels
-RUN python3 -m pip install --no-cache-dir --no-index --no-deps /wheels/*.whl && rm -rf /wheels
+RUN python3 -m pip install --no-cache-dir --no-index --find-links /wheels kgroups \
+    && rm -rf /wheels
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 65532:65532
 EXPOSE 9092 9404 8080
