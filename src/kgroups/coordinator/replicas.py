@@ -149,38 +149,46 @@ class Replication:
                 self._unload(shard)
             await self.writer.drained()
             await self._leased(lambda: self.leases.release(list(tick.release)))
-        loaded: list[int] = []
-        count_all = 0
-        started = time.monotonic()
-        for shard, epoch in sorted(tick.held.items()):
-            if shard in tick.release or shard in sharding.serving or self.leaving:
-                continue
-            count = await self._load(shard, epoch)
-            if count is not None:
-                loaded.append(shard)
-                count_all += count
-        if loaded:
-            log.info("replica %s: serving shards %s (%d records, %.0f ms)", self.leases.name,
-                     loaded, count_all, (time.monotonic() - started) * 1000)  # fmt: skip
+        wanted = {
+            shard: epoch for shard, epoch in sorted(tick.held.items())
+            if shard not in tick.release and shard not in sharding.serving and not self.leaving
+        }  # fmt: skip
+        if wanted:
+            await self._load(wanted)
 
-    async def _load(self, shard: int, epoch: int) -> int | None:
-        """Serve `shard` at `epoch`: how many records it had (None: lost meanwhile)."""
+    async def _load(self, wanted: dict[int, int]) -> None:
+        """Serve `wanted` (shard -> epoch): their epochs into the fence first, then their
+        records, read in one transaction on the store's thread (after every write queued
+        before), then into the core, unless a shard was lost meanwhile or the leases are
+        no longer fresh (the next renewal loads them)."""
         sharding, coordinator = self.sharding, self.coordinator
         assert sharding is not None
         assert coordinator is not None
-        sharding.loading.add(shard)
-        self.fence.hold(shard, epoch)
+        started = time.monotonic()
+        for shard, epoch in wanted.items():
+            sharding.loading.add(shard)
+            self.fence.hold(shard, epoch)
         try:
-            records = await self.writer.run(lambda: self.store.load_shard(shard))
+            records = await self.writer.run(lambda: self.store.load_shards(list(wanted)))
         except Exception:
-            sharding.loading.discard(shard)
-            self.fence.drop([shard])
+            sharding.loading.difference_update(wanted)
+            self.fence.drop(wanted)
             raise
-        if shard not in sharding.loading or self.fence.epochs.get(shard) != epoch:
-            return None  # lost or fenced while its records were read
-        sharding.loading.discard(shard)
-        self._apply(coordinator.load(shard, records, now_ms=self._now_ms()))
-        return len(records)
+        fresh = time.monotonic() < self.valid_until
+        loaded = []
+        for shard, epoch in wanted.items():
+            if shard not in sharding.loading or self.fence.epochs.get(shard) != epoch:
+                continue  # lost or fenced while its records were read
+            sharding.loading.discard(shard)
+            if not fresh:
+                self.fence.drop([shard])
+                continue
+            self._apply(coordinator.load(shard, records[shard], now_ms=self._now_ms()))
+            loaded.append(shard)
+        if loaded:
+            log.info("replica %s: serving shards %s (%d records, %.0f ms)", self.leases.name,
+                     loaded, sum(len(records[s]) for s in loaded),
+                     (time.monotonic() - started) * 1000)  # fmt: skip
 
     def _unload(self, shard: int) -> None:
         sharding, coordinator = self.sharding, self.coordinator

@@ -340,23 +340,34 @@ class PostgresStore:
 
     def load_shard(self, shard: int) -> list[Record]:
         """The groups and committed offsets of one shard."""
-        return self._retrying("loading a shard", lambda c: list(self._read_shard(c, shard)))
+        return self.load_shards([shard])[shard]
 
-    def _read_shard(self, conn: psycopg.Connection[Any], shard: int) -> Iterator[Record]:
+    def load_shards(self, shards: list[int]) -> dict[int, list[Record]]:
+        """The groups and committed offsets of `shards`, by shard, in one transaction (a
+        replica starting claims its whole share at once)."""
+        return self._retrying("loading shards", lambda c: self._read_shards(c, shards))
+
+    def _read_shards(
+        self, conn: psycopg.Connection[Any], shards: list[int]
+    ) -> dict[int, list[Record]]:
+        out: dict[int, list[Record]] = {s: [] for s in shards}
         with conn.transaction():
-            for group_id, value in conn.execute(
-                f"SELECT group_id, value FROM {SCHEMA}.groups WHERE shard = %s", (shard,)
+            for shard, group_id, value in conn.execute(
+                f"SELECT shard, group_id, value FROM {SCHEMA}.groups WHERE shard = ANY(%s)",
+                (shards,),
             ):
-                yield GroupRecord(_unesc(group_id), decode_group(value))
-            for group_id, topic, partition, offset, epoch, metadata, at, expire in conn.execute(
-                "SELECT group_id, topic, partition, committed_offset, leader_epoch, "
-                f"metadata, commit_ms, expire_ms FROM {SCHEMA}.offsets WHERE shard = %s",
-                (shard,),
+                out[shard].append(GroupRecord(_unesc(group_id), decode_group(value)))
+            for row in conn.execute(
+                "SELECT shard, group_id, topic, partition, committed_offset, leader_epoch, "
+                f"metadata, commit_ms, expire_ms FROM {SCHEMA}.offsets WHERE shard = ANY(%s)",
+                (shards,),
             ):
-                yield OffsetRecord(
+                shard, group_id, topic, partition, offset, epoch, metadata, at, expire = row
+                out[shard].append(OffsetRecord(
                     _unesc(group_id), _unesc(topic), partition,
                     OffsetValue(offset, epoch, _unesc(metadata), at, expire),
-                )  # fmt: skip
+                ))  # fmt: skip
+        return out
 
     def _read_all(
         self, conn: psycopg.Connection[Any], shard_records: bool | None = True
