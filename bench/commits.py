@@ -66,8 +66,8 @@ async def committer(
         response = await conn.request(body, oc_resp.OffsetCommitResponse)  # type: ignore[attr-defined]
         latencies.append(now() - started)
         codes = {int(p.error_code) for t in response.topics for p in t.partitions}
-        if codes == {14}:  # COORDINATOR_LOAD_IN_PROGRESS: a replica just took the shard
-            await asyncio.sleep(0.01)
+        if codes <= {14, 15, 16}:  # the coordinator loading or moving (Kafka's too, at
+            await asyncio.sleep(0.05)  # first): not acknowledged; a client tries again
             continue
         if codes != {0}:
             raise RuntimeError(f"{group}: commit refused {codes}")
