@@ -337,32 +337,51 @@ async def coordinators(addresses: list[tuple[str, int]], groups: list[str]) -> d
     return found
 
 
-async def kafka_trials(trials: int) -> list[tuple[str, float, float, float, int, int]]:
+Row = tuple[str, float, float, float, int, int]
+"""A stop: its name, median, p99 and worst failover seconds, rebalances, groups timed."""
+
+
+async def both_stops(trials: int, one: Any) -> list[Row]:
+    """`trials` of `one(signal, k)` for a graceful stop, then for a kill: a row each."""
+    rows = []
+    for mode, sig in (("graceful (SIGTERM)", signal.SIGTERM), ("kill (SIGKILL)", signal.SIGKILL)):
+        times: list[float] = []
+        rebalances = 0
+        for k in range(trials):
+            got, rejoined = await one(sig, k)
+            times += got
+            rebalances += rejoined
+        rows.append(
+            (mode, median(times), percentile(times, 99), max(times), rebalances, len(times))
+        )
+    return rows
+
+
+def table(rows: list[Row]) -> None:
+    print(f"{'stop':<22}{'median s':>10}{'p99 s':>9}{'max s':>9}{'rebalances':>12}{'groups':>8}")
+    for mode, med, p99, worst, rebalances, count in rows:
+        print(f"{mode:<22}{med:>10.2f}{p99:>9.2f}{worst:>9.2f}{rebalances:>12}{count:>8}")
+
+
+async def kafka_trials(trials: int) -> list[Row]:
     tmp = Path(tempfile.mkdtemp(prefix="kafka-failover-"))
     trio = KafkaTrio(tmp)
-    rows = []
     try:
         trio.start(1, 2, 3)
         await admin.create_topic("127.0.0.1", trio.brokers[1].port, TOPIC, 1)
-        for mode, sig in (
-            ("graceful (SIGTERM)", signal.SIGTERM),
-            ("kill (SIGKILL)", signal.SIGKILL),
-        ):
-            times: list[float] = []
-            rebalances = 0
-            for k in range(trials):
-                names = [f"{sig.name}-{k}-{uuid.uuid4().hex[:6]}-{n}" for n in range(GROUPS * 4)]
-                where = await coordinators(trio.addresses, names)
-                victim = Counter(where.values()).most_common(1)[0][0]
-                groups = [g for g in names if where[g] == victim][:GROUPS]
-                got, rejoined = await failover(groups, trio.addresses, victim,
-                                               lambda v=victim, s=sig: trio.stop(v, s))  # fmt: skip
-                times += got
-                rebalances += rejoined
-                await asyncio.to_thread(trio.start, victim)
-                await asyncio.sleep(3)
-            rows.append((mode, median(times), percentile(times, 99), max(times), rebalances,
-                         len(times)))  # fmt: skip
+
+        async def one(sig: signal.Signals, k: int) -> tuple[list[float], int]:
+            names = [f"{sig.name}-{k}-{uuid.uuid4().hex[:6]}-{n}" for n in range(GROUPS * 4)]
+            where = await coordinators(trio.addresses, names)
+            victim = Counter(where.values()).most_common(1)[0][0]
+            groups = [g for g in names if where[g] == victim][:GROUPS]
+            result = await failover(groups, trio.addresses, victim,
+                                    lambda: trio.stop(victim, sig))  # fmt: skip
+            await asyncio.to_thread(trio.start, victim)
+            await asyncio.sleep(3)
+            return result
+
+        rows = await both_stops(trials, one)
     finally:
         trio.close()
     return rows
@@ -377,25 +396,15 @@ async def run(trials: int, ttl: float, history: int) -> None:
             replicas.start(n)
         replicas.settle()
         await admin.create_topic("127.0.0.1", replicas.ports[0], TOPIC, 1)
-        rows = []
-        for mode, sig in (
-            ("graceful (SIGTERM)", signal.SIGTERM),
-            ("kill (SIGKILL)", signal.SIGKILL),
-        ):
-            times: list[float] = []
-            rebalances = 0
-            for k in range(trials):
-                victim = k % 3
-                got, rejoined = await trial(
-                    replicas, victim, sig, f"{sig.name}-{k}-{uuid.uuid4().hex[:6]}"
-                )
-                times += got
-                rebalances += rejoined
-                replicas.start(victim)
-                replicas.settle()
-            rows.append(
-                (mode, median(times), percentile(times, 99), max(times), rebalances, len(times))
-            )
+
+        async def one(sig: signal.Signals, k: int) -> tuple[list[float], int]:
+            victim = k % 3
+            result = await trial(replicas, victim, sig, f"{sig.name}-{k}-{uuid.uuid4().hex[:6]}")
+            replicas.start(victim)
+            replicas.settle()
+            return result
+
+        rows = await both_stops(trials, one)
         took = takeover_with_history(replicas.url, history)
     finally:
         replicas.close()
@@ -408,16 +417,10 @@ async def run(trials: int, ttl: float, history: int) -> None:
         kafka_rows = await kafka_trials(trials)
     print(f"\nFailover of {GROUPS} groups per trial, 3 kgroups replicas on PostgreSQL "
           f"(lease TTL {ttl:g} s), {trials} trials each:")  # fmt: skip
-    print(f"{'stop':<22}{'median s':>10}{'p99 s':>9}{'max s':>9}{'rebalances':>12}{'groups':>8}")
-    for mode, med, p99, worst, rebalances, count in rows:
-        print(f"{mode:<22}{med:>10.2f}{p99:>9.2f}{worst:>9.2f}{rebalances:>12}{count:>8}")
+    table(rows)
     if kafka_rows is not None:
         print(f"\nThe same clients on {KAFKA_LABEL}, 3 brokers, the coordinator's broker stopped:")
-        print(
-            f"{'stop':<22}{'median s':>10}{'p99 s':>9}{'max s':>9}{'rebalances':>12}{'groups':>8}"
-        )
-        for mode, med, p99, worst, rebalances, count in kafka_rows:
-            print(f"{mode:<22}{med:>10.2f}{p99:>9.2f}{worst:>9.2f}{rebalances:>12}{count:>8}")
+        table(kafka_rows)
     print(
         f"\nTaking over a shard with {history:,} committed offsets (read + load), median of 5: "
         f"{took:.2f} s"

@@ -86,6 +86,19 @@ class Committer(threading.Thread):
             consumer.close()
 
 
+def every_ack_kept(committers: list[Committer], before: dict[str, int], bootstrap: str) -> None:
+    """Once every committer has committed again since `before`, stop them: each group's
+    committed offsets are the last ones acknowledged to it."""
+    wait_until(lambda: all(c.acked[0] > before[c.group] + 5 for c in committers), 60,
+               "every committer committing again")  # fmt: skip
+    for c in committers:
+        c.stopping.set()
+    for c in committers:
+        c.join(timeout=30)
+    for c in committers:
+        assert committed(bootstrap, c.group, "events") == c.acked, c.group
+
+
 def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
@@ -115,14 +128,7 @@ def commits_through(coordinator: Coordinator, members: list[Member],
 
     outage()
 
-    wait_until(lambda: all(c.acked[0] > before[c.group] + 5 for c in committers), 60,
-               "every committer committing again")  # fmt: skip
-    for c in committers:
-        c.stopping.set()
-    for c in committers:
-        c.join(timeout=30)
-    for c in committers:
-        assert committed(coordinator.bootstrap, c.group, "events") == c.acked, c.group
+    every_ack_kept(committers, before, coordinator.bootstrap)
     assert converged(group, partitions) == generation, [m.events[-5:] for m in group]
 
 

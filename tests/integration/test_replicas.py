@@ -37,7 +37,7 @@ from kgroups.coordinator.store.postgres import Fence, PostgresStore
 from kgroups.protocol.client import ConnectionClosed, KafkaConnection
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, Member, converged, wait_until
-from tests.integration.test_postgres_coordinator import PARTITIONS, Committer, committed
+from tests.integration.test_postgres_coordinator import PARTITIONS, Committer, every_ack_kept
 from tests.integration.test_server_pipeline import commit
 from tests.postgres import PostgresServer
 
@@ -135,14 +135,7 @@ def through(cluster: Cluster, members: list[Member], outage: Callable[[str], Non
     outage(hit)
 
     wait_until(lambda: len(cluster.owners()) == 50, 30, "every shard owned again")
-    wait_until(lambda: all(c.acked[0] > before[c.group] + 5 for c in committers), 60,
-               "every committer committing again")  # fmt: skip
-    for c in committers:
-        c.stopping.set()
-    for c in committers:
-        c.join(timeout=30)
-    for c in committers:
-        assert committed(cluster.bootstrap, c.group, "events") == c.acked, c.group
+    every_ack_kept(committers, before, cluster.bootstrap)
     time.sleep(3)  # several heartbeats on the new coordinator: a rebalance would show now
     for name, group in stable.items():
         after = [e for m in group for e in m.events[seen[m.name] :] if e["event"] in MOVES]

@@ -335,7 +335,7 @@ class PostgresStore:
         A replica (with a fence) loads only the cluster's records, topics and group
         settings; groups and offsets come shard by shard (`load_shard`)."""
         if self.fence is not None:
-            return iter(self._retrying("loading", lambda c: list(self._read_all(c, None))))
+            return iter(self._retrying("loading", lambda c: list(self._read_all(c, groups=False))))
         return iter(self._retrying("loading", lambda conn: list(self._read_all(conn))))
 
     def load_shard(self, shard: int) -> list[Record]:
@@ -369,9 +369,7 @@ class PostgresStore:
                 ))  # fmt: skip
         return out
 
-    def _read_all(
-        self, conn: psycopg.Connection[Any], shard_records: bool | None = True
-    ) -> Iterator[Record]:
+    def _read_all(self, conn: psycopg.Connection[Any], *, groups: bool = True) -> Iterator[Record]:
         with conn.transaction():
             for name, topic_id, partitions, created, configs in conn.execute(
                 f"SELECT name, topic_id, partitions, created_ms, configs FROM {SCHEMA}.topics "
@@ -385,7 +383,7 @@ class PostgresStore:
                 f"SELECT group_id, value FROM {SCHEMA}.group_configs ORDER BY group_id"
             ):
                 yield GroupConfigRecord(_unesc(group_id), decode_group_configs(value))
-            if shard_records is None:
+            if not groups:  # a replica: groups and offsets come shard by shard
                 return
             for group_id, value in conn.execute(
                 f"SELECT group_id, value FROM {SCHEMA}.groups ORDER BY group_id"
