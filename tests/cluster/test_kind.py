@@ -451,8 +451,7 @@ def test_coordinator_volume_read_only_or_full_says_why_and_loses_nothing(
         180,
         "the members to rejoin in a new generation",
     )
-    back = settled(release, SIDECARS + 3, partitions, timeout=300)
-    stays(release, back)
+    back = settles_for_good(release, SIDECARS + 3, partitions, timeout=300)
     offsets = committed(back)
     assert all(offsets.get(tp, -1) >= o for tp, o in before.items()), (before, offsets)
 

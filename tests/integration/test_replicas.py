@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import json
 import signal
+import socket
 import threading
 import time
 from collections import Counter
@@ -72,8 +73,12 @@ class Cluster:
         return ",".join(r.bootstrap for r in self.replicas.values() if r.proc is not None)
 
     def owners(self) -> dict[int, str]:
+        return self.owners_at(self.url)
+
+    @staticmethod
+    def owners_at(url: str) -> dict[int, str]:
         """shard -> replica name, for shards with a live lease."""
-        with psycopg.connect(self.url) as conn:
+        with psycopg.connect(url) as conn:
             rows = conn.execute(
                 "SELECT shard, owner FROM kgroups.shard_owners "
                 "WHERE owner IS NOT NULL AND expires_at > now()"
@@ -261,6 +266,33 @@ async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
         await conn.close()
     finally:
         await srv.stop()
+
+
+async def test_replicas_on_one_host_without_names_are_told_apart_by_their_ports(
+    postgres: PostgresServer,
+) -> None:
+    """Two replicas on one host, each on port 0 and without --replica-name: each is named
+    by its bound port, so they are two replicas with two node ids sharing the shards (with
+    one name they would share one fence, and each could write over the other's groups)."""
+    url = postgres.create_database()
+    servers = [CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
+               for _ in range(2)]  # fmt: skip
+    for srv in servers:
+        await srv.start()
+    try:
+        names = [srv._replication.leases.name for srv in servers if srv._replication]
+        assert names == [f"{socket.gethostname()}-{srv.port}" for srv in servers]
+        nodes = {srv.listeners[0].node_id for srv in servers}
+        assert len(nodes) == 2, nodes
+
+        def split() -> bool:
+            counts = Counter(Cluster.owners_at(url).values())
+            return sorted(counts.values()) == [25, 25] and set(counts) == set(names)
+
+        await async_wait_until(split, 20, "the shards split between the two replicas")
+    finally:
+        for srv in servers:
+            await srv.stop()
 
 
 async def async_wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:

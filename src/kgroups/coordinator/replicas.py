@@ -84,8 +84,11 @@ class Replication:
     async def _leased(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
-    async def register(self, listeners: Mapping[str, tuple[str, int]]) -> int:
-        """Take a node id (kept by replica name) once the listeners are bound."""
+    async def register(self, name: str, listeners: Mapping[str, tuple[str, int]]) -> int:
+        """Take a node id (kept by replica `name`) once the listeners are bound; every
+        write is fenced as `name` from here on."""
+        self.leases.name = name
+        self.fence.owner = name
         self.leases.listeners = dict(listeners)
         return await self._leased(self.leases.open)
 

@@ -211,13 +211,26 @@ class CoordinatorServer:
         from kgroups.coordinator.store.postgres import Fence, PostgresStore
 
         settings = self.settings
-        name = settings.replica_name or f"{socket.gethostname()}-{self.listeners[0].settings.port}"
+        # Named for good once the listeners are bound (`_replica_name`): with port 0, the
+        # configured port would give every replica on a host the same name, and one fence.
+        name = settings.replica_name or ""
         store = PostgresStore(url, shards=settings.shards, fence=Fence(name),
                               lease_ttl_s=settings.lease_ttl_s)  # fmt: skip
         leases = ShardLeases(url, name=name, listeners={}, ttl_s=settings.lease_ttl_s)
         self._replication = Replication(store, leases, lambda: self._writer,
                                         apply=self._apply, now_ms=self.now_ms)  # fmt: skip
         return store
+
+    def _replica_name(self) -> str:
+        """--replica-name, or this host and the first listener's bound port: unique among
+        the replicas of one host, and the same again when a restarted replica takes its
+        port back (its node id is kept by name)."""
+        if self.settings.replica_name:
+            return self.settings.replica_name
+        port = self.listeners[0].port or self.listeners[0].settings.port
+        if not port:
+            raise ValueError("a replica without a bound port needs --replica-name")
+        return f"{socket.gethostname()}-{port}"
 
     def _apply(self, effects: Effects) -> None:
         """Effects of moving shards: written and answered like a request's."""
@@ -259,7 +272,8 @@ class CoordinatorServer:
         replication = self._replication
         if replication is not None:
             node_id = await replication.register(
-                {ls.name: (ls.node().host, ls.node().port) for ls in self.listeners}
+                self._replica_name(),
+                {ls.name: (ls.node().host, ls.node().port) for ls in self.listeners},
             )
             for listener in self.listeners:
                 listener.node_id = node_id
