@@ -61,6 +61,8 @@ class Target:
     security: Security | None = None
     setup_port: int = 0
     """A PLAINTEXT listener for setting up (creating topics); 0: `port`."""
+    pid: int | None = None
+    """The server's process (for its CPU time)."""
 
     @property
     def admin_port(self) -> int:
@@ -163,10 +165,11 @@ def kafka_broker(*, secure: bool = False) -> Iterator[Target | None]:
             extra=extra, scram=scram,
         )  # fmt: skip
         with broker:
+            pid = broker.proc.pid if broker.proc is not None else None
             if security is None:
-                yield Target("kafka", "127.0.0.1", port)
+                yield Target("kafka", "127.0.0.1", port, pid=pid)
             else:
-                yield Target("kafka", "127.0.0.1", secure_port, security, port)
+                yield Target("kafka", "127.0.0.1", secure_port, security, port, pid=pid)
 
 
 def median(values: list[float]) -> float:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every image the cluster needs, built on this machine with no image registry:
-#   bash e2e/cluster/images.sh [base|python|kgroups|clients|spark|all|names]...  (default: all)
+#   bash e2e/cluster/images.sh [base|python|kgroups|clients|spark|postgresql|all|names]...
+#   (default: all)
 # Needs a running dockerd (e2e/cluster/runtime.sh up; DOCKER_HOST is taken from it), except
 # for `names`.
 #
@@ -19,8 +20,12 @@
 #                              the versions pyproject.toml's dev extra pins;
 #  * ghcr.io/kgroups/kgroups-spark:<appVersion>
 #                              examples/k8s/Dockerfile.spark: kgroups[spark], Java 17 from
-#                              Debian's mirror, Spark's Kafka source jars (tools/spark/fetch.sh).
-# `all` builds the last three. `names` prints the images a cluster needs loaded for the
+#                              Debian's mirror, Spark's Kafka source jars (tools/spark/fetch.sh);
+#  * ghcr.io/kgroups/kgroups-postgresql:<appVersion>
+#                              examples/k8s/Dockerfile.postgresql: Debian's postgresql on the
+#                              Debian base, the single database pod of
+#                              examples/k8s/postgresql.yaml (coordinator replicas on kind).
+# `all` builds the last four. `names` prints the images a cluster needs loaded for the
 # chart and examples/k8s to run unmodified, one a line.
 #
 # The root filesystem tarball and the wheels are cached outside the repository, keyed by
@@ -39,6 +44,7 @@ VERSION="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' "$root/cha
 RELEASE=ghcr.io/kgroups/kgroups:$VERSION
 CLIENTS=ghcr.io/kgroups/kgroups-clients:$VERSION
 SPARK=ghcr.io/kgroups/kgroups-spark:$VERSION
+POSTGRESQL=ghcr.io/kgroups/kgroups-postgresql:$VERSION
 
 say() { echo "images: $*" >&2; }
 fail() { say "$*"; exit 1; }
@@ -200,10 +206,23 @@ spark() {
     "jars=$jars" "examples/spark=$root/examples/spark"
 }
 
+postgresql() {  # no wheels: Debian's package on the Debian base
+  base
+  local digest started=$SECONDS
+  digest="$( (label "$BASE"; contents "$root/examples/k8s/Dockerfile.postgresql"
+    contents "$root/examples/k8s/postgresql") | sha256sum | cut -c1-16)"
+  if [ "$(label "$POSTGRESQL")" != "$digest" ]; then
+    say "building $POSTGRESQL"
+    docker build -q -t "$POSTGRESQL" --build-arg "BASE=$BASE" --label "kgroups.inputs=$digest" \
+      -f "$root/examples/k8s/Dockerfile.postgresql" "$root/examples/k8s" >/dev/null
+    say "built $POSTGRESQL in $((SECONDS - started)) s"
+  fi
+}
+
 for target in "${@:-all}"; do
   case "$target" in
-    names) printf '%s\n' "$RELEASE" "$CLIENTS" "$SPARK" ;;
-    base | python | kgroups | clients | spark | all)
+    names) printf '%s\n' "$RELEASE" "$CLIENTS" "$SPARK" "$POSTGRESQL" ;;
+    base | python | kgroups | clients | spark | postgresql | all)
       [ -n "${locked:-}" ] || { daemon; locked=1; }
       case "$target" in
         base) base ;;
@@ -211,8 +230,9 @@ for target in "${@:-all}"; do
         kgroups) project ;;
         clients) clients ;;
         spark) spark ;;
-        all) project; clients; spark ;;
+        postgresql) postgresql ;;
+        all) project; clients; spark; postgresql ;;
       esac ;;
-    *) echo "usage: $0 [base|python|kgroups|clients|spark|all|names]..." >&2; exit 2 ;;
+    *) echo "usage: $0 [base|python|kgroups|clients|spark|postgresql|all|names]..." >&2; exit 2 ;;
   esac
 done

@@ -133,3 +133,23 @@ def test_find_coordinator_names_the_owner_and_metadata_every_replica() -> None:
     }
     metadata = ctx.reply(ctx.send(mc.MetadataRequest(None), version=12))
     assert metadata.brokers == (here, OTHER) and metadata.controller_id == 7
+
+
+def test_a_shard_released_here_is_not_named_here_before_the_next_owner_is_known() -> None:
+    """Between releasing a shard (or fencing itself) and its next lease renewal, the
+    replica's map still says it owns the shard: FindCoordinator must not send members back
+    to a replica that will answer NOT_COORDINATOR, but tell them to ask again."""
+    ctx, sharding = replica()
+    here = Node(0, "127.0.0.1", 9092)
+    sharding.brokers = {0: {"": here}}
+    sharding.owners = {G: 0}
+
+    def found() -> tuple[int, ErrorCode]:
+        answer = ctx.reply(ctx.send(mc.FindCoordinatorRequest(("g",)), version=4))
+        return answer.coordinators[0].node_id, answer.coordinators[0].error
+
+    assert found() == (0, ErrorCode.none)
+    ctx._absorb(ctx.coordinator.unload(G, now_ms=ctx.now_ms))
+    assert found() == (-1, ErrorCode.coordinator_not_available)
+    sharding.loading.add(G)  # claimed again, its records being read: members come here
+    assert found() == (0, ErrorCode.none)

@@ -104,7 +104,12 @@ def coordinator_of(core: Core, key: str, listener: str, here: Node) -> Coordinat
     sharding = core.sharding
     if sharding is None:
         return CoordinatorResult(key, here.node_id, here.host, here.port)
-    owner = sharding.owners.get(shard_of(key, sharding.count))
+    shard = shard_of(key, sharding.count)
+    owner = sharding.owners.get(shard)
+    if owner == here.node_id and shard not in sharding.serving | sharding.loading:
+        # Released or self-fenced here since the owners were last read: the next owner
+        # is not known yet, and this replica would answer NOT_COORDINATOR.
+        owner = None
     node = None if owner is None else sharding.brokers.get(owner, {}).get(listener)
     if node is None:
         return CoordinatorResult(key, -1, "", -1, ErrorCode.coordinator_not_available)
