@@ -16,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits kafka clean
+.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits bench-scale kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -145,7 +145,7 @@ demo: demo-notice install
 demo-notice:
 	@test -f $(STAMP) || echo "== make demo, first run: installing kgroups, pyspark and the dev tools into $(VENV) (a few minutes)"
 
-bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits
+bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits bench-scale
 
 bench-heartbeats: install kafka
 	$(BIN)/python bench/heartbeats.py
@@ -161,6 +161,10 @@ bench-failover: install kafka postgresql
 # Offset commits/s and their latency: SQLite, PostgreSQL with 1 and 3 replicas, Kafka.
 bench-commits: install kafka postgresql
 	$(BIN)/python bench/commits.py
+
+# Groups per replica: 1 and 3 replicas (1 and 3 Kafka brokers), the same load per node.
+bench-scale: install kafka postgresql
+	$(BIN)/python bench/scale.py
 
 bench-assignors: install
 	$(BIN)/python bench/assignors.py

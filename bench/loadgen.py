@@ -184,9 +184,11 @@ class Member:
                 continue
             if code == 27:  # REBALANCE_IN_PROGRESS
                 continue
-            if code in (14, 15, 16):  # coordinator loading / not available / moved
+            if code in (14, 15):  # coordinator loading / not available
                 await asyncio.sleep(0.1)
                 continue
+            if code == 16:  # not (or no longer) the coordinator: find it again, as a client does
+                raise ConnectionError("not the coordinator")
             if code != 0:
                 raise RuntimeError(f"join failed: {response.error_code!r}")
             self.member_id = response.member_id

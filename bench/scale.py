@@ -111,13 +111,19 @@ async def load(
     """`groups` groups of `members` on the nodes, heartbeating; the timed figures."""
     names = [f"scale-{target}-{len(nodes)}-{k}" for k in range(groups)]
     where = await coordinators_of(addresses, names)
-    limit = asyncio.Semaphore(10)
+    limit = asyncio.Semaphore(50)
     formed: list[Member] = []
 
     async def form(group: str) -> None:
         async with limit:
-            host, port = nodes[where[group]]
-            formed.extend(await form_group(host, port, group, TOPIC, members, 1))
+            for _ in range(10):
+                host, port = nodes[where[group]]
+                try:
+                    formed.extend(await form_group(host, port, group, TOPIC, members, 1))
+                    return
+                except ConnectionError:  # a replica's view of the owners was a tick old
+                    where.update(await coordinators_of(addresses, [group]))
+            raise RuntimeError(f"{group} never formed")
 
     await asyncio.gather(*(form(g) for g in names))
     latencies: list[float] = []

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster.conftest import KEEP
 from tests.cluster.kind import NAMESPACE, RELEASE, KindCluster, wait_for
 from tests.cluster.test_kind import (
     CHART,
@@ -36,17 +37,29 @@ SHARDS = 50
 MEMBERS = SIDECARS + 3
 PARTITIONS = 6  # examples/k8s/topic.yaml
 STATEFULSET = f"{RELEASE}-coordinator"
+FIVE_FIT = ("--set", "coordinator.resources.requests.cpu=100m")
+"""Five replicas' CPU requests (250m each by default) fit this 2-core node beside the rest."""
 
 
 @pytest.fixture(scope="module")
 def replicated(cluster: KindCluster) -> Iterator[KindCluster]:
+    if KEEP and cluster.helm("list", "-n", NAMESPACE, "-q").split() == [RELEASE]:
+        yield cluster  # a kept cluster's release, for one test at a time while working
+        return
     cluster.kubectl("create", "namespace", NAMESPACE, check=False)
     cluster.k("apply", "-f", str(EXAMPLES / "postgresql.yaml"))
     cluster.k("rollout", "status", "statefulset/kgroups-db", "--timeout=180s")
     cluster.helm(
         "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
-        "-f", str(EXAMPLES / "postgresql-values.yaml"), "--wait", "--timeout", "5m",
+        "-f", str(EXAMPLES / "postgresql-values.yaml"), *FIVE_FIT, "--wait", "--timeout", "5m",
     )  # fmt: skip
+    cluster.k(
+        "apply", "-f", str(EXAMPLES / "topic.yaml"), "-f", str(EXAMPLES / "consumergroup.yaml")
+    )
+    # The group's settings (a 1 s minimum session timeout) on the coordinator before the
+    # members, with their 4 s session timeouts, join.
+    wait_for(lambda: billing(cluster).get("coordinator"), 90, "billing registered")
+    cluster.k("apply", "-f", str(EXAMPLES / "members.yaml"))
     try:
         yield cluster
     finally:
@@ -88,6 +101,12 @@ def pods_ready(cluster: KindCluster, replicas: int) -> list[str]:
     return sorted(ready) if len(ready) == len(items) == replicas else []
 
 
+def uids(cluster: KindCluster) -> set[str]:
+    items = json.loads(cluster.k("get", "pods", "-l", "app.kubernetes.io/component=coordinator",
+                                 "-o", "json"))["items"]  # fmt: skip
+    return {p["metadata"]["uid"] for p in items}
+
+
 def balanced(cluster: KindCluster, replicas: int) -> Counter[str] | None:
     """Every shard leased, spread evenly over exactly the Ready coordinator pods."""
     pods = pods_ready(cluster, replicas)
@@ -111,13 +130,10 @@ class Watch:
         self.cluster = cluster
         self.expected = (status["generation"], status["memberCount"])
         self.first = committed(status)
-        self.coordinators: set[str] = {owner_pod(status)}
         self.samples = 0
 
     def sample(self) -> None:
         s = billing(self.cluster)
-        if s.get("coordinator"):
-            self.coordinators.add(owner_pod(s))
         seen = (s.get("generation"), s.get("memberCount"))
         assert seen == self.expected, (
             f"billing {seen} after {self.samples} samples, was {self.expected}"
@@ -144,14 +160,19 @@ class Watch:
         self.until(advanced, timeout, f"commits past {self.first}")
 
 
+COMMITTING = 3
+"""Members that commit: the kafka-python, confluent-kafka and kgroups clients (the
+sidecars' applications in the example do not), one partition each."""
+
+
 def busy(cluster: KindCluster) -> dict[str, Any]:
-    """billing Stable with every member, and every partition committed at least once."""
+    """billing Stable with every member, the committing members' partitions committed."""
 
     def probe() -> dict[str, Any] | None:
         s = settled(cluster, MEMBERS, PARTITIONS, timeout=300)
-        return s if len(committed(s)) == PARTITIONS else None
+        return s if len(committed(s)) >= COMMITTING else None
 
-    return wait_for(probe, 300, "billing Stable and every partition committed")  # type: ignore[no-any-return]
+    return wait_for(probe, 300, "billing Stable with commits")  # type: ignore[no-any-return]
 
 
 def test_three_replicas_share_the_shards_and_serve_a_group_of_every_kind(
@@ -164,11 +185,6 @@ def test_three_replicas_share_the_shards_and_serve_a_group_of_every_kind(
     assert sorted(held.values()) == [16, 17, 17], held
     assert replicated.k("get", "pvc", "-l", "app.kubernetes.io/component=coordinator",
                         "-o", "name").split() == []  # fmt: skip
-    replicated.k(
-        "apply", "-f", str(EXAMPLES / "topic.yaml"), "-f", str(EXAMPLES / "consumergroup.yaml")
-    )
-    wait_for(lambda: billing(replicated).get("coordinator"), 90, "billing registered")
-    replicated.k("apply", "-f", str(EXAMPLES / "members.yaml"))
     status = busy(replicated)
     assert owner_pod(status) in pods_ready(replicated, 3)
     assert_pods_split(replicated, PARTITIONS)
@@ -188,6 +204,7 @@ def test_the_pod_owning_a_busy_group_deleted_rebalances_nobody(replicated: KindC
 def test_the_statefulset_rolled_rebalances_nobody(replicated: KindCluster) -> None:
     status = busy(replicated)
     watch = Watch(replicated, status)
+    before = uids(replicated)
     replicated.k("rollout", "restart", f"statefulset/{STATEFULSET}")
 
     def rolled() -> bool:
@@ -202,7 +219,7 @@ def test_the_statefulset_rolled_rebalances_nobody(replicated: KindCluster) -> No
     watch.until(rolled, 300, "the coordinators rolled")
     watch.until(lambda: balanced(replicated, 3), 60, "the shards spread again")
     watch.commits_went_on()
-    assert len(watch.coordinators) >= 2, watch.coordinators  # billing moved with the roll
+    assert not before & uids(replicated)  # every pod replaced, billing's owner among them
     assert_pods_split(replicated, PARTITIONS)
 
 

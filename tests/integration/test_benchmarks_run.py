@@ -82,3 +82,12 @@ def test_commits_runs_on_every_store_beside_kafka() -> None:
                        out, re.MULTILINE)  # fmt: skip
     assert names[:3] == ["kgroups, SQLite", "kgroups, PostgreSQL x1", "kgroups, PostgreSQL x3"]
     assert len(names) == 4 and names[3].startswith("kafka "), out
+
+
+def test_scale_runs_on_one_and_three_replicas() -> None:
+    """bench/scale.py, tiny: one replica, then three with three times the groups, each
+    group's members heartbeating (a heartbeat refused fails the run)."""
+    out = bench("scale.py", "--groups", "4", "--members", "2", "--seconds", "1", kafka=False)
+    rows = re.findall(r"^kgroups\s+(\d)\s+(\d+)\s+\d+\s+(\d+)\s", out, re.MULTILINE)
+    assert rows == [("1", "4", "8"), ("3", "12", "24")], out
+    assert "kgroups: 3 nodes hold 3.0x the groups" in out, out
