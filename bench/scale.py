@@ -116,12 +116,14 @@ async def load(
 
     async def form(group: str) -> None:
         async with limit:
-            for _ in range(10):
+            for _ in range(60):
                 host, port = nodes[where[group]]
                 try:
                     formed.extend(await form_group(host, port, group, TOPIC, members, 1))
                     return
-                except ConnectionError:  # a replica's view of the owners was a tick old
+                except ConnectionError:  # the coordinator moved since it was found (a
+                    # replica's view a tick old; a partition's leader elected again)
+                    await asyncio.sleep(0.5)
                     where.update(await coordinators_of(addresses, [group]))
             raise RuntimeError(f"{group} never formed")
 
