@@ -18,9 +18,9 @@ K8S = ROOT / "examples" / "k8s"
 CLIENTS_DOCKERFILE = K8S / "Dockerfile.clients"
 
 
-def deployments(path: Path) -> dict[str, dict[str, Any]]:
+def deployments(path: Path, kinds: tuple[str, ...] = ("Deployment",)) -> dict[str, dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Deployment"}  # or values
+    return {d["metadata"]["name"]: d for d in docs if d.get("kind") in kinds}  # or values
 
 
 def chart_image() -> str:
@@ -36,7 +36,7 @@ def test_images_sh_names_every_image_the_chart_and_the_examples_run() -> None:
     ).stdout.split()  # fmt: skip
     used = {chart_image()}
     for path in K8S.glob("*.yaml"):
-        for deployment in deployments(path).values():
+        for deployment in deployments(path, ("Deployment", "StatefulSet")).values():
             used |= {c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
     assert sorted(names) == sorted(used)
     assert len(names) == len(set(names))
