@@ -165,6 +165,7 @@ class Member:
         self.assignment = b""
 
     async def join(self, rebalance_ms: int = 60_000) -> None:
+        moved = 0
         while True:
             body = build(
                 join_req.JoinGroupRequest,
@@ -187,8 +188,12 @@ class Member:
             if code in (14, 15):  # coordinator loading / not available
                 await asyncio.sleep(0.1)
                 continue
-            if code == 16:  # not (or no longer) the coordinator: find it again, as a client does
-                raise ConnectionError("not the coordinator")
+            if code == 16:  # not the coordinator: a broker just made one may say so a while;
+                moved += 1  # past that, find it again, as a client does
+                if moved > 50:
+                    raise ConnectionError("not the coordinator")
+                await asyncio.sleep(0.1)
+                continue
             if code != 0:
                 raise RuntimeError(f"join failed: {response.error_code!r}")
             self.member_id = response.member_id

@@ -33,6 +33,7 @@ metadata containing it (or beginning with ESC) is stored as ESC + its JSON (`_es
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import time
@@ -67,6 +68,8 @@ from kgroups.coordinator.store.codec import (
 log = logging.getLogger("kgroups.coordinator.store")
 
 SCHEMA = "kgroups"
+LOCK_WAIT_S = 3.0
+"""How long open waits for the lock of a coordinator whose session is ending."""
 LOCK_KEY = 0x6B67726F757073
 """The session advisory lock one coordinator holds on the store ("kgroups" in ASCII)."""
 MIGRATION_LOCK_KEY = LOCK_KEY + 1
@@ -208,12 +211,20 @@ class PostgresStore:
         if self.fence is not None:  # replicas: every write is fenced instead
             bound_sessions(conn, self.lease_ttl_s)
             return
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
-        if not row or not row[0]:
-            conn.close()
-            raise StoreError(
-                f"{self.where} is in use by another coordinator (it holds the store's lock)"
-            )
+        # A coordinator that has just stopped (or died) holds the lock until its session
+        # ends, which the server notices a moment after the connection closes: wait that
+        # moment before calling the store another coordinator's.
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
+            if row and row[0]:
+                return
+            if time.monotonic() >= deadline:
+                conn.close()
+                raise StoreError(
+                    f"{self.where} is in use by another coordinator (it holds the store's lock)"
+                )
+            self._sleep(0.1)
 
     def open(self) -> None:
         try:
@@ -268,6 +279,11 @@ class PostgresStore:
 
     def close(self) -> None:
         if self._conn is not None:
+            if self.fence is None and not self._conn.closed:
+                # Released now, not when the server notices the session ended (the
+                # session is going anyway if this fails).
+                with contextlib.suppress(psycopg.Error):
+                    self._conn.execute("SELECT pg_advisory_unlock_all()")
             self._conn.close()
             self._conn = None
 
