@@ -30,16 +30,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kio.schema.metadata.v12 import request as md_req
+from kio.schema.metadata.v12 import response as md_resp
+
 from bench.common import KAFKA_LABEL, LOAD_CPU, kafka_broker, percentile, pin_self
-from bench.failover import SHARDS, TOPIC, KafkaTrio, Probe, Replicas, close
-from bench.loadgen import Member, form_group, now
+from bench.failover import TOPIC, KafkaTrio, Probe, Replicas, close
+from bench.loadgen import Member, connect, form_group, now
 from kgroups import admin
+from kgroups.protocol.build import build
 from tests.postgres import PostgresServer
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -162,9 +165,6 @@ async def load(
     )  # fmt: skip
 
 
-Run = Callable[[int], Awaitable[Row]]
-
-
 async def kgroups_rows(args: argparse.Namespace) -> list[Row]:
     pg = PostgresServer(fsync=True).start()
     rows = []
@@ -175,7 +175,7 @@ async def kgroups_rows(args: argparse.Namespace) -> list[Row]:
             try:
                 for r in range(n):
                     replicas.start(r)
-                await spread(replicas, n)
+                replicas.settle(n)
                 await admin.create_topic("127.0.0.1", replicas.ports[0], TOPIC, 1)
                 addresses = [("127.0.0.1", p) for p in replicas.ports.values()]
                 nodes = await node_ids(addresses)
@@ -189,27 +189,8 @@ async def kgroups_rows(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-async def spread(replicas: Replicas, n: int) -> None:
-    """Until every shard is leased, evenly, by the `n` replicas."""
-    fair = {SHARDS // n, -(-SHARDS // n)}
-    deadline = time.monotonic() + 60
-    while True:
-        counts = Counter(replicas.owners().values())
-        if len(counts) == n and sum(counts.values()) == SHARDS and set(counts.values()) <= fair:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"shards never spread: {counts}")
-        await asyncio.sleep(0.2)
-
-
 async def node_ids(addresses: list[tuple[str, int]]) -> dict[int, tuple[str, int]]:
     """node id -> address, from Metadata (what a client's bootstrap learns)."""
-    from kio.schema.metadata.v12 import request as md_req
-    from kio.schema.metadata.v12 import response as md_resp
-
-    from bench.loadgen import connect
-    from kgroups.protocol.build import build
-
     conn = await connect(*addresses[0])
     try:
         answer = await conn.request(build(md_req.MetadataRequest, {"topics": []}),

@@ -106,7 +106,7 @@ def coordinator_of(core: Core, key: str, listener: str, here: Node) -> Coordinat
         return CoordinatorResult(key, here.node_id, here.host, here.port)
     shard = shard_of(key, sharding.count)
     owner = sharding.owners.get(shard)
-    if owner == here.node_id and shard not in sharding.serving | sharding.loading:
+    if owner == here.node_id and shard not in sharding.serving and shard not in sharding.loading:
         # Released or self-fenced here since the owners were last read: the next owner
         # is not known yet, and this replica would answer NOT_COORDINATOR.
         owner = None
