@@ -12,14 +12,17 @@ Faults, beside the clients' own: a replica crashes (its parked requests and queu
 writes are lost; it comes back under its name later), or freezes in the middle of a
 write (SIGSTOP: nothing of it runs, its leases expire, another replica takes the group
 over; when it wakes, its write reaches the store first, then whatever it still believes),
-for up to a few lease lifetimes. Clients stick to the replica they found and look again
+for up to a few lease lifetimes, or loses its database for a while (PostgreSQL
+restarting: its writes and lease renewals wait, requests do not, so it self-fences and
+then loads its shards again). Clients stick to the replica they found and look again
 on NOT_COORDINATOR or a broken connection.
 
 The invariants are the simulation's, on the durable state (generations never go back in
 the store; acknowledged offsets are never lost; no partition owned twice in one
-generation; after the faults, one Stable group of every live client). Mutation tests
-switch off the store's epoch check (`check_epochs`) or a replica's self-fencing and
-require a violation.
+generation; after the faults, one Stable group of every live client), and at every step
+the owner serving the group answers no offset older than one acknowledged. Mutation
+tests switch off the store's epoch check (`check_epochs`), a replica's self-fencing or
+its loading after its queued writes (`load_after_writes`) and require a violation.
 """
 
 from __future__ import annotations
@@ -70,13 +73,18 @@ class Replica:
     writing: bool = False
     freeze_in_write: int = 0
     """Freeze for this long at the next write (SIGSTOP in the middle of it)."""
+    store_away_until: int = 0
+    """Its database is away until then: writes and lease renewals wait, requests do not."""
+    loading: set[int] = field(default_factory=set)
+    """Shards waiting for the writes queued before them to finish, to be loaded."""
 
 
 class ReplicatedSimulation(Simulation):
     def __init__(self, seed: int, *, check_epochs: bool = True, self_fence: bool = True,
-                 **kw: Any) -> None:  # fmt: skip
+                 load_after_writes: bool = True, **kw: Any) -> None:  # fmt: skip
         self.check_epochs = check_epochs
         self.self_fence = self_fence
+        self.load_after_writes = load_after_writes
         self.replicas: list[Replica] = []
         self.leases = {s: Lease() for s in range(SHARDS)}
         self.replica_rows: dict[str, int] = {}
@@ -87,7 +95,7 @@ class ReplicatedSimulation(Simulation):
         """ref -> what kind of request it was, until it is answered or broken."""
         self.held_by: dict[int, Replica] = {}
         """ref -> the replica holding that request (a crash breaks its connection)."""
-        self.moves = self.freezes = self.crashes = self.fenced_writes = 0
+        self.moves = self.freezes = self.crashes = self.fenced_writes = self.outages = 0
         self._counter = itertools.count(1)
         super().__init__(seed, **kw)
 
@@ -127,6 +135,9 @@ class ReplicatedSimulation(Simulation):
         if replica.paused_until > self.now:
             self.schedule(replica.paused_until - self.now, lambda: self._tick(replica, life))
             return
+        if replica.store_away_until > self.now:  # no renewal: it self-fences meanwhile
+            self.schedule(replica.store_away_until - self.now, lambda: self._tick(replica, life))
+            return
         self.schedule(TICK_MS, lambda: self._tick(replica, life))
         now = self.now
         self.replica_rows[replica.name] = now + TTL_MS
@@ -152,7 +163,7 @@ class ReplicatedSimulation(Simulation):
             self._unload(replica, s)
             self._flush(replica, then=lambda s=s, e=held[s]: self._release(replica, s, e))
         for s, epoch in held.items():
-            if s not in release and s not in sharding.serving:
+            if s not in release and s not in sharding.serving and s not in replica.loading:
                 self._load(replica, s, epoch)
 
     def _release(self, replica: Replica, shard: int, epoch: int) -> None:
@@ -161,6 +172,22 @@ class ReplicatedSimulation(Simulation):
             lease.owner, lease.expires = None, 0
 
     def _load(self, replica: Replica, shard: int, epoch: int) -> None:
+        """`Replication._load`: the writes queued before finish first (under the fence they
+        were produced with), then the epoch is fenced and the records read."""
+        if self.load_after_writes and (replica.writing or replica.queue):
+            replica.loading.add(shard)
+            life = replica.life
+            self._flush(replica, then=lambda: self._load_now(replica, life, shard, epoch))
+            return
+        self._load_now(replica, replica.life, shard, epoch)
+
+    def _load_now(self, replica: Replica, life: int, shard: int, epoch: int) -> None:
+        replica.loading.discard(shard)
+        lease = self.leases[shard]
+        if replica.life != life or lease.owner != replica.name or lease.epoch != epoch:
+            return  # lost meanwhile: the next tick decides
+        if self.self_fence and self.now >= replica.valid_until:
+            return
         replica.fence[shard] = epoch
         records = [
             r for r in self.store.replay_order()
@@ -211,6 +238,8 @@ class ReplicatedSimulation(Simulation):
             self.trace.append(f"{self.now} {replica.name} freezes {pause} ms inside a write")
         if replica.paused_until > self.now:  # frozen inside it: it lands first when it wakes
             delay = replica.paused_until - self.now
+        elif replica.store_away_until > self.now:  # retried until the database is back
+            delay = replica.store_away_until - self.now + self.rng.randint(1, 15)
         else:
             delay = self.rng.randint(1, 15)
         self.schedule(delay, lambda: self._written(replica, life, batch, then))
@@ -237,7 +266,11 @@ class ReplicatedSimulation(Simulation):
         if refused and self.check_epochs:
             self.fenced_writes += 1
             self.trace.append(f"{self.now} {replica.name}: write refused (shards {refused})")
-            for effects in batch:
+            # Answers queued behind it with no records of their own were read from what
+            # was refused (`OrderedWriter._set_aside`): every request here is the group's.
+            behind = [e for e in replica.queue if not e.records]
+            replica.queue = [e for e in replica.queue if e.records]
+            for effects in batch + behind:
                 for reply in effects.replies:
                     held = self.pending.pop(reply.ref, None)
                     if held is not None:  # the connection closes: not acknowledged
@@ -365,6 +398,7 @@ class ReplicatedSimulation(Simulation):
             event.action()
         self.steps += 1
         self._check_generation(self._group_generation())
+        self._check_served_offsets()
         return True
 
     def restart_coordinator(self) -> None:
@@ -372,9 +406,16 @@ class ReplicatedSimulation(Simulation):
         replica = self.rng.choice(self.replicas)
         if not replica.up:
             return
-        if self.rng.random() < 0.5:
+        roll = self.rng.random()
+        if roll < 0.4:
             replica.freeze_in_write = self.rng.randint(TTL_MS, TTL_MS * 3)
             self.trace.append(f"{self.now} {replica.name} will freeze at its next write")
+            return
+        if roll < 0.6:  # PostgreSQL restarting under it: long enough to self-fence
+            replica.store_away_until = self.now + self.rng.randint(TTL_MS - MARGIN_MS, TTL_MS * 2)
+            self.outages += 1
+            self.trace.append(f"{self.now} {replica.name}'s database away until "
+                              f"{replica.store_away_until}")  # fmt: skip
             return
         self.crashes += 1
         self.restarts += 1
@@ -382,6 +423,7 @@ class ReplicatedSimulation(Simulation):
         replica.up = False
         replica.life += 1
         replica.queue.clear()
+        replica.loading.clear()
         replica.writing = False
         for ref, (agent, epoch, _, _) in list(self.pending.items()):
             if self.held_by.get(ref) is replica:
@@ -394,7 +436,7 @@ class ReplicatedSimulation(Simulation):
         replica.coordinator = self._core(replica.node_id)
         replica.fence.clear()
         replica.up = True
-        replica.paused_until = 0
+        replica.paused_until = replica.store_away_until = 0
         replica.valid_until = 0
         self._register(replica)
         self.trace.append(f"{self.now} {replica.name} restarts")
@@ -421,6 +463,21 @@ class ReplicatedSimulation(Simulation):
             stored = row.value.offset if isinstance(row, OffsetRecord) and row.value else -1
             if stored < offset:
                 self.fail(f"acknowledged offset {offset} of partition {p} lost: {stored}")
+
+    def _check_served_offsets(self) -> None:
+        """What the group's owner answers OffsetFetch with is never behind an
+        acknowledged commit (a shard loaded before its replica's queued writes finished
+        would be, though the store is not)."""
+        owner = self._owner()
+        if owner is None or not owner.up or SHARD not in owner.coordinator.core.sharding.serving:
+            return
+        offsets = owner.coordinator.core.offsets.get(GROUP, {})
+        for p, acked in self.acked.items():
+            value = offsets.get((TOPIC, p))
+            served = value.offset if value is not None else -1
+            if served < acked:
+                self.fail(f"{owner.name} serves offset {served} of partition {p}, "
+                          f"acknowledged {acked}")  # fmt: skip
 
     def _check_converged(self) -> None:
         owner = self._owner()

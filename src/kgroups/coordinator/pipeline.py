@@ -19,7 +19,7 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -28,7 +28,7 @@ from kgroups.coordinator.connection import Connection
 from kgroups.coordinator.core import Effects, Reply
 from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
-from kgroups.coordinator.core.records import Record
+from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.store import RecordStore
 from kgroups.coordinator.store.base import Fenced
@@ -58,7 +58,8 @@ class Pending:
     received: float
     """loop.time() when the request arrived (request latency)."""
     group_id: str | None = None
-    """The group an OffsetCommit is for (commits per group)."""
+    """The group a request names, when it names one (commits per group; what a refused
+    write's answers were about)."""
 
 
 class OrderedWriter:
@@ -78,13 +79,17 @@ class OrderedWriter:
         self.queue: list[Effects] = []
         """Effects waiting for the write in progress."""
         self.writing = False
+        self.submitted = 0
+        """Effects queued so far (for `drained`: everything queued before a point)."""
+        self.finished = 0
+        """Of those, how many were written and answered, or refused."""
         self.halted = False
         """Set when the coordinator stops serving: nothing more is answered."""
         self.pending: dict[int, Pending] = {}
         self._payloads: dict[tuple[int, object], bytes] = {}
         self._debug = log.isEnabledFor(logging.DEBUG)
-        self.shards_of: Callable[[Sequence[Record]], set[int]] | None = None
-        """Replicas: the shards records belong to (to set aside what a refused write held)."""
+        self.shard_of: Callable[[str], int] | None = None
+        """Replicas: a group's shard (to set aside what a refused write held)."""
         self.on_fenced: Callable[[frozenset[int]], None] = lambda shards: None
         """Replicas: shards whose write was refused (another replica holds them now)."""
 
@@ -99,14 +104,20 @@ class OrderedWriter:
         return cluster_id, records
 
     async def run(self, work: Callable[[], T]) -> T:
-        """`work` on the store's thread, in order with the writes (a shard's records read
-        after every write queued before)."""
+        """`work` on the store's thread once every write queued before it is done: a
+        shard's records are read after everything its replica produced for it. (Records
+        still waiting in `queue` are not on the store's thread yet: a read submitted to
+        the thread at once would overtake them, and a shard loaded from it would forget
+        what they held once they were written and acknowledged.)"""
         assert self._loop is not None
+        await self.drained()
         return await self._loop.run_in_executor(self._executor, work)
 
     async def drained(self) -> None:
-        """Wait until everything queued so far is written (or the writer halted)."""
-        while (self.queue or self.writing) and not self.halted:
+        """Wait until everything queued so far is written or refused (or the writer
+        halted); what is queued while waiting is not waited for."""
+        mark = self.submitted
+        while self.finished < mark and not self.halted:
             await asyncio.sleep(0.005)
 
     @property
@@ -124,6 +135,7 @@ class OrderedWriter:
                 self._deliver(effects.replies)
                 return
         self.queue.append(effects)
+        self.submitted += 1
         if not self.writing:
             self._flush()
 
@@ -134,6 +146,7 @@ class OrderedWriter:
             if not records:
                 for effects in batch:
                     self._deliver(effects.replies)
+                self.finished += len(batch)
                 continue
             self.writing = True
             assert self._loop is not None
@@ -149,13 +162,14 @@ class OrderedWriter:
     def _written(self, future: asyncio.Future[float], *, batch: list[Effects]) -> None:
         self.writing = False
         exc = future.exception()
-        if isinstance(exc, Fenced) and self.shards_of is not None and not self.halted:
+        if isinstance(exc, Fenced) and self.shard_of is not None and not self.halted:
             self._set_aside(batch, exc.shards)
             return
         if exc is not None:
             self._on_failure(exc)
             return
         self._metrics.written(sum(len(e.records) for e in batch), future.result())
+        self.finished += len(batch)
         if self.halted:
             return  # stopping: nobody is answered any more
         for effects in batch:
@@ -165,22 +179,42 @@ class OrderedWriter:
     def _set_aside(self, batch: list[Effects], shards: frozenset[int]) -> None:
         """A write refused because `shards` moved to another replica: nothing of it was
         written. What touched them is not acknowledged (their connections close, so the
-        clients look for the new coordinator); the rest is written again."""
-        assert self.shards_of is not None
-        kept: list[Effects] = []
-        for effects in batch:
-            if not self.shards_of(effects.records) & shards:
-                kept.append(effects)
-                continue
-            for reply in effects.replies:
-                pending = self.pending.pop(reply.ref, None)
-                if pending is not None:
-                    pending.conn.abort("its group moved to another coordinator")
+        clients look for the new coordinator), and neither is an answer queued behind it
+        with no records of its own about a group of theirs (a follower's SyncGroup told
+        the assignment the refused write held); the rest is written again."""
+        kept = [e for e in batch if not self._refused(e, shards, records=True)]
+        queued = [e for e in self.queue if e.records or not self._refused(e, shards)]
         log.warning("a write to shards %s was refused: another replica holds them now",
                     sorted(shards))  # fmt: skip
-        self.queue = kept + self.queue
+        self.finished += len(batch) - len(kept) + len(self.queue) - len(queued)
+        self.queue = kept + queued
         self.on_fenced(shards)
         self._flush()
+
+    def _refused(self, effects: Effects, shards: frozenset[int], *, records: bool = False) -> bool:
+        """Whether `effects` depend on the refused `shards` (by their records, or by the
+        group their answers are about); if so their connections are closed."""
+        shard_of = self.shard_of
+        assert shard_of is not None
+        if records:
+            touched = {
+                shard_of(r.group_id)
+                for r in effects.records
+                if isinstance(r, GroupRecord | OffsetRecord)
+            }
+        else:
+            touched = set()
+            for reply in effects.replies:
+                pending = self.pending.get(reply.ref)
+                if pending is not None and pending.group_id is not None:
+                    touched.add(shard_of(pending.group_id))
+        if not touched & shards:
+            return False
+        for reply in effects.replies:
+            pending = self.pending.pop(reply.ref, None)
+            if pending is not None:
+                pending.conn.abort("its group moved to another coordinator")
+        return True
 
     def _deliver(self, replies: tuple[Reply, ...]) -> None:
         for reply in replies:
@@ -231,6 +265,7 @@ class OrderedWriter:
             while self.writing:
                 await asyncio.sleep(0.005)
             records = [r for e in self.queue for r in e.records]
+            self.finished += len(self.queue)
             self.queue.clear()
             if records and write_queued:
                 await loop.run_in_executor(self._executor, self._store.append, records)

@@ -4,9 +4,10 @@ Started when the store is PostgreSQL (`--store`). Every `tick_s` the leases are 
 and looked at (`store.leases.ShardLeases.tick`, on a thread of its own), and this
 replica acts on what changed, on the event loop:
 
-* a shard claimed (or held again after a self-fence): its epoch goes into the store's
-  `Fence` first, then its records are read on the store's thread (after every write
-  queued before) and `GroupCoordinator.load`ed: from then on it is served;
+* a shard claimed (or held again after a self-fence): every write queued before is
+  finished first (under the fence it was produced with), then its epoch goes into the
+  store's `Fence`, its records are read on the store's thread and
+  `GroupCoordinator.load`ed: from then on it is served;
 * a shard lost (another replica took it, or it expired), or refused by a write
   (`OrderedWriter.on_fenced`): `unload`ed at once, its parked requests told
   NOT_COORDINATOR;
@@ -29,12 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from kgroups.coordinator.core import Effects, GroupCoordinator, Node
-from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
 from kgroups.coordinator.core.shards import Sharding, shard_of
 from kgroups.coordinator.pipeline import OrderedWriter
 from kgroups.coordinator.store.leases import ShardLeases, Tick
@@ -95,16 +95,9 @@ class Replication:
     def attach(self, coordinator: GroupCoordinator) -> None:
         self.coordinator = coordinator
         self.sharding = coordinator.share(self.leases.shards)
-        self.writer.shards_of = self._shards_of
-        self.writer.on_fenced = self._refused
-
-    def _shards_of(self, records: Sequence[Record]) -> set[int]:
         count = self.leases.shards
-        return {
-            shard_of(r.group_id, count)
-            for r in records
-            if isinstance(r, GroupRecord | OffsetRecord)
-        }
+        self.writer.shard_of = lambda group_id: shard_of(group_id, count)
+        self.writer.on_fenced = self._refused
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -160,16 +153,23 @@ class Replication:
             await self._load(wanted)
 
     async def _load(self, wanted: dict[int, int]) -> None:
-        """Serve `wanted` (shard -> epoch): their epochs into the fence first, then their
-        records, read in one transaction on the store's thread (after every write queued
-        before), then into the core, unless a shard was lost meanwhile or the leases are
-        no longer fresh (the next renewal loads them)."""
+        """Serve `wanted` (shard -> epoch). First every write queued before is finished:
+        what this replica produced for a shard before it last stopped serving it (a
+        self-fence while the database was away) is written or refused under the fence it
+        was produced with, never under the new epoch, and is in the records read next.
+        Then the epochs go into the fence, the records are read in one transaction and
+        go into the core, unless a shard was lost meanwhile or the leases are no longer
+        fresh (the next renewal loads them)."""
         sharding, coordinator = self.sharding, self.coordinator
         assert sharding is not None
         assert coordinator is not None
         started = time.monotonic()
+        sharding.loading.update(wanted)
+        await self.writer.drained()
+        wanted = {shard: epoch for shard, epoch in wanted.items() if shard in sharding.loading}
+        if not wanted:
+            return  # lost (or the leases ran out) while the writes finished
         for shard, epoch in wanted.items():
-            sharding.loading.add(shard)
             self.fence.hold(shard, epoch)
         try:
             records = await self.writer.run(lambda: self.store.load_shards(list(wanted)))
@@ -202,8 +202,10 @@ class Replication:
             self._apply(coordinator.unload(shard, now_ms=self._now_ms()))
 
     def _refused(self, shards: frozenset[int]) -> None:
+        sharding = self.sharding
         for shard in shards:
-            self._unload(shard)
+            if sharding is None or shard not in sharding.loading:  # stale writes of a reload
+                self._unload(shard)
 
     # -- self-fencing --------------------------------------------------------------------
 

@@ -51,7 +51,6 @@ from kgroups.coordinator.core import (
     RequestContext,
 )
 from kgroups.coordinator.core.msg_group import HeartbeatRequest, HeartbeatResponse
-from kgroups.coordinator.core.msg_offsets import OffsetCommitRequest
 from kgroups.coordinator.core.shards import DEFAULT_SHARDS
 from kgroups.coordinator.gate import NOTHING_DENIED, Gate, Incoming
 from kgroups.coordinator.limits import ConnectionCounts, Limits, RateLimiter
@@ -603,8 +602,8 @@ class CoordinatorServer:
         if denied:
             self.metrics.refused(a.resource_type.name for a in denied)
             self._gate.log_refusal(conn.principal_text, conn.peer, denied)
-        group_id = body.group_id if type(body) is OffsetCommitRequest else None
-        pending = Pending(conn, key, version, correlation_id, received, group_id)
+        pending = Pending(conn, key, version, correlation_id, received,
+                          getattr(body, "group_id", None))  # fmt: skip
         ctx = RequestContext(ref, version, client_id, conn.client_host, conn.principal_text,
                              conn.listener_name, denied)  # fmt: skip
         try:
