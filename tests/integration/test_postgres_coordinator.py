@@ -227,3 +227,22 @@ def test_a_sqlite_install_migrated_to_postgresql_keeps_its_offsets_topics_and_cl
         assert ("events", PARTITIONS) in asyncio.run(admin.list_topics("127.0.0.1", moved.port))
     finally:
         moved.kill()
+
+
+def test_store_migrate_refuses_a_database_replicas_are_running_on(
+    coordinator: Coordinator, postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """A replica already serving (its shards loaded empty) would never see what is copied
+    under it, and could write over it: the copy is refused, and writes nothing."""
+    assert coordinator.stop() == 0
+    url = postgres.create_database()
+    replica = Coordinator(tmp_path / "replica", *FAST, "--store", url)
+    replica.start()
+    try:
+        refused = store_migrate("--data-dir", str(coordinator.data_dir), "--to", url)
+        assert refused.returncode == 1
+        assert "coordinator replicas are running on" in refused.stderr, refused.stderr
+    finally:
+        replica.stop()
+    copied = store_migrate("--data-dir", str(coordinator.data_dir), "--to", url)
+    assert copied.returncode == 0, copied.stderr

@@ -3,7 +3,8 @@
 How an install that began with `--data-dir` moves to replicas sharing a database: stop
 the coordinator, copy, start it (or them) with `--store`. The copy takes both stores'
 locks (so no coordinator can be writing either), refuses a database that already holds
-records, keeps the cluster id (clients see the same cluster), writes every record in one
+records or that replicas are running on (their leases in `kgroups.replicas`), keeps the
+cluster id (clients see the same cluster), writes every record in one
 transaction (a failed copy leaves the database as it was), and reads them back to check.
 """
 

@@ -466,13 +466,28 @@ class PostgresStore:
         return self._retrying("reading", lambda conn: bool(conn.execute(query).fetchall()))
 
     def append_with_cluster_id(self, records: Sequence[Record], cluster_id: str) -> None:
-        """`records` and the cluster id in one transaction (`kgroups store migrate`)."""
+        """`records` and the cluster id in one transaction (`kgroups store migrate`),
+        refused while coordinator replicas are running on the database (they would serve
+        the groups as they loaded them, without what is copied)."""
         batch = _Batch(self.shards)
         for record in records:
             batch.add(record)
 
         def write(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
+                # Replicas register and renew in that table: none can start serving (and
+                # load its shards empty) until the copy is committed.
+                conn.execute(f"LOCK TABLE {SCHEMA}.replicas IN SHARE MODE")
+                live = conn.execute(
+                    f"SELECT name FROM {SCHEMA}.replicas WHERE expires_at > now() AND NOT leaving "
+                    "ORDER BY name"
+                ).fetchall()
+                if live:
+                    names = ", ".join(name for (name,) in live)
+                    raise StoreError(
+                        f"coordinator replicas are running on {self.where} ({names}): "
+                        "stop them before copying into it"
+                    )
                 conn.execute(
                     f"INSERT INTO {SCHEMA}.meta VALUES ('cluster_id', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
