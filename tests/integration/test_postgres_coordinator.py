@@ -165,7 +165,8 @@ def test_postgresql_restarting_under_the_coordinator_delays_commits_and_loses_no
     assert pg_coordinator.proc is not None and pg_coordinator.proc.pid == pid  # never restarted
     log = pg_coordinator.log()
     assert "reconnected" in log
-    assert ("serving no group until" in log) == (away_s > 5), log[-3000:]
+    if away_s > 5:  # (2 s can outlast them too on a busy machine: PostgreSQL starting up)
+        assert "serving no group until" in log, log[-3000:]
 
 
 def test_an_unreachable_database_stops_the_start_with_the_reason_and_no_password(
