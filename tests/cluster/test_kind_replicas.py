@@ -1,7 +1,7 @@
 """Issue 26 on a kind cluster: the chart with three coordinator replicas on the single
 PostgreSQL pod of examples/k8s/postgresql.yaml (the image of Dockerfile.postgresql,
 Debian's postgresql), installed with examples/k8s/postgresql-values.yaml as is, and
-examples/k8s/members.yaml's members of every kind in group billing (10 s sessions), committing.
+examples/k8s/members.yaml's members of every kind in group billing (30 s sessions), committing.
 
 What an operator of the cluster does to the coordinators, each while the group is busy:
 the pod that owns billing is deleted, the StatefulSet is rolled, the replicas are scaled
@@ -71,14 +71,16 @@ def replicated(cluster: KindCluster) -> Iterator[KindCluster]:
         cluster.k("delete", "pvc", "data-kgroups-db-0", "--ignore-not-found")
 
 
-SESSION_MS = 10_000
+SESSION_MS = 30_000
 
 
 def members() -> str:
-    """examples/k8s/members.yaml with 10 s session timeouts instead of 4 s: a move is a
+    """examples/k8s/members.yaml with 30 s session timeouts instead of 4 s: a move is a
     failover shorter than the session timeout only if the members find the new owner in
     time, and beside the rest of `make test` on two cores a client's rediscovery (DNS of
-    the replaced pod, FindCoordinator, a new connection) took longer than 4 s."""
+    the replaced pod, FindCoordinator, a new connection) took longer than 4 s, and once,
+    with billing moved twice in a few seconds (the roll's last pod, then the scale-up),
+    kafka-python's took longer than 10 s."""
     text = (EXAMPLES / "members.yaml").read_text()
     assert text.count("--session-timeout-ms=4000") == 4
     return text.replace("--session-timeout-ms=4000", f"--session-timeout-ms={SESSION_MS}")
