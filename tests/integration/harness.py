@@ -469,13 +469,17 @@ def wait_converged(members: list[Member], partitions: set[tuple[str, int]], time
         generation = converged(members, partitions)
         return generation if generation is not None and generation > after else None
 
-    generation: int = wait_until(
-        newer,
-        timeout,
-        f"{[m.name for m in members]} to cover {len(partitions)} partitions in one generation "
-        f"after {after} "
-        f"(last reports: {[m.assignment for m in members]})",
-    )
+    try:
+        generation: int = wait_until(
+            newer, timeout,
+            f"{[m.name for m in members]} to cover {len(partitions)} partitions in one "
+            f"generation after {after}",
+        )  # fmt: skip
+    except AssertionError as exc:
+        # What each member said last, read now (not when the wait began).
+        said = "".join(f"\n{m.name}: {m.assignment}; stderr: {''.join(m.stderr[-15:])[-1500:]}"
+                       for m in members)  # fmt: skip
+        raise AssertionError(f"{exc}{said}") from None
     return generation
 
 

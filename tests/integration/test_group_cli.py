@@ -425,7 +425,11 @@ def test_delete_offsets(backend: Backend, live: Live) -> None:
 
 
 def test_a_group_is_deleted_once_it_has_no_members(backend: Backend) -> None:
-    member = Member("kafka-python", backend.bootstrap, "leaving", ["u"], client_id="leaver")
+    # kafka-python's default session (10 s): nothing here waits for an expiry. With 4 s,
+    # beside make test's busiest minutes (the kind images loading), the Kafka broker twice
+    # gave it no assignment in 60 s; the failure now prints the member's log.
+    member = Member("kafka-python", backend.bootstrap, "leaving", ["u"], client_id="leaver",
+                    session_timeout_ms=10_000)  # fmt: skip
     try:
         wait_converged([member], {("u", 0)}, 60)
         seen = len(member.events)
