@@ -1,13 +1,15 @@
 """What a container runtime and a Kubernetes node change on the host they run on, as a
 value to compare: iptables and ip6tables rules, the sysctls dockerd, kubelet and
 kube-proxy set (the kernel's, not a network namespace's: a privileged kind node writes
-the host's), and network links.
+the host's), network links, and the cgroups at the top of each hierarchy (the runtime
+makes one for its containers).
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 SYSCTLS = (
     "net.ipv4.ip_forward",  # dockerd
@@ -50,4 +52,14 @@ def host() -> dict[str, object]:
         "ip6tables": rules("ip6tables"),
         "sysctl": {k: run("sysctl", "-n", k).strip() for k in SYSCTLS},
         "links": links,
+        "cgroups": top_cgroups(),
     }
+
+
+def top_cgroups() -> set[str]:
+    """The cgroups just under each hierarchy's root (v2: one root; v1: one a controller)."""
+    root = Path("/sys/fs/cgroup")
+    roots = [root] if (root / "cgroup.procs").exists() else [
+        r for r in root.iterdir() if (r / "cgroup.procs").exists()
+    ]  # fmt: skip
+    return {str(c) for r in roots for c in r.iterdir() if (c / "cgroup.procs").exists()}

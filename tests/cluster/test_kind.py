@@ -31,6 +31,7 @@ import yaml
 from tests.cluster.conftest import KEEP, RUNTIME
 from tests.cluster.hoststate import host, run
 from tests.cluster.kind import NAMESPACE, RELEASE, KindCluster, holds, ready, wait_for
+from tests.conftest import SPARK_TEST_JVM
 from tests.integration.harness import ROOT
 
 EXAMPLES = ROOT / "examples" / "k8s"
@@ -537,7 +538,8 @@ def spark_delta_for_one_node() -> tuple[str, str]:
     applications), and examples/k8s/spark-delta.yaml, as a kind user applies them: kind's
     local-path volumes are ReadWriteOnce (one node: every pod still mounts it); two
     applications with one executor each, their CPU requests small enough for a 2-core
-    node beside the control plane."""
+    node beside the control plane, their JVMs (driver and executor) with the tests' JIT
+    and collector (tests/conftest.py: SPARK_TEST_JVM)."""
     shared = [
         d for d in yaml.safe_load_all((EXAMPLES / "spark-members.yaml").read_text())
         if d["kind"] in ("Topic", "PersistentVolumeClaim")
@@ -558,7 +560,10 @@ def spark_delta_for_one_node() -> tuple[str, str]:
                 "--conf=spark.executor.cores=1",
                 "--conf=spark.executor.memory=768m",
                 "--conf=spark.kubernetes.executor.request.cores=100m",
+                f"--conf=spark.executor.extraJavaOptions={SPARK_TEST_JVM}",
             ]
+            [submit] = [e for e in c["env"] if e["name"] == "PYSPARK_SUBMIT_ARGS"]
+            submit["value"] = f"--driver-java-options '{SPARK_TEST_JVM}' {submit['value']}"
     return yaml.safe_dump_all(shared), yaml.safe_dump_all(delta)
 
 
