@@ -31,6 +31,7 @@ class TierSummary:
     def __init__(self, times: Path | None = None) -> None:
         self.tiers: dict[str, Tier] = {}
         self.files: defaultdict[str, float] = defaultdict(float)
+        self.ends: dict[str, tuple[float, float]] = {}  # test -> (first start, last stop)
         self.times = times
 
     @pytest.hookimpl
@@ -42,6 +43,8 @@ class TierSummary:
         tier.stop = max(tier.stop, report.stop)
         tier.busy += report.duration
         self.files[report.nodeid.split("::")[0]] += report.duration
+        began, ended = self.ends.get(report.nodeid, (report.start, report.stop))
+        self.ends[report.nodeid] = (min(began, report.start), max(ended, report.stop))
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             tier.outcomes[report.outcome] += 1
         elif report.when == "teardown" and report.outcome == "failed":
@@ -63,6 +66,10 @@ class TierSummary:
             )
         busy = sum(t.busy for t in self.tiers.values())
         write(f"{'all':<14}{_minutes(last - first):>9}{_minutes(busy):>9}")
+        # What the run waited for at its end: the tests that finished last, from when
+        # they started (a long test started late is the one to schedule earlier).
+        for name, (began, ended) in sorted(self.ends.items(), key=lambda kv: kv[1][1])[-4:]:
+            write(f"ended {_minutes(ended - first)} (from {_minutes(began - first)}): {name}")
         if self.times is not None:
             self.times.parent.mkdir(parents=True, exist_ok=True)
             rows = sorted(self.files.items(), key=lambda kv: -kv[1])

@@ -127,7 +127,12 @@ class Coordinator:
                 raise AssertionError(f"coordinator exited early:\n{self.log()}")
             return port_file.exists()
 
-        wait_until(bound, 20, "the coordinator to listen")
+        # Usually under a second; beside make test's busiest minute (the kind node's images
+        # being loaded) once over 20 s. The bound is for a coordinator that never listens.
+        try:
+            wait_until(bound, 60, "the coordinator to listen")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its log:\n{self.log()[-3000:]}") from None
         first, *more = port_file.read_text().splitlines()
         self.port = int(first)
         for line in more:
