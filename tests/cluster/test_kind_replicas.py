@@ -6,9 +6,8 @@ examples/k8s/members.yaml's members of every kind in group billing (30 s session
 What an operator of the cluster does to the coordinators, each while the group is busy:
 the pod that owns billing is deleted, the StatefulSet is rolled, the replicas are scaled
 3 -> 5 -> 2. Each time every member keeps its generation and partitions (the shards are
-handed over on SIGTERM, before the old replica's process exits), and the shards end spread
-evenly over the replicas left. (That commits resume on the new owner within a minute held
-alone but not beside the rest of `make test`: left for the next step, see the README.) Runs after
+handed over on SIGTERM, before the old replica's process exits), commits go on through the
+new owner, and the shards end spread evenly over the replicas left. Runs after
 test_kind.py, which uninstalls its release at the end, in the same namespace.
 """
 
@@ -142,11 +141,12 @@ def owner_pod(status: dict[str, Any]) -> str:
 class Watch:
     """billing sampled while something happens to the coordinators: its generation and
     members must not change (a rebalance would show as a new generation, in the status or
-    in a member pod's own log)."""
+    in a member pod's own log), and its committed offsets must go on advancing."""
 
     def __init__(self, cluster: KindCluster, status: dict[str, Any]) -> None:
         self.cluster = cluster
         self.expected = (status["generation"], status["memberCount"])
+        self.first = committed(status)
         self.samples = 0
 
     def sample(self) -> None:
@@ -166,6 +166,16 @@ class Watch:
                 return value
             time.sleep(0.5)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+    def commits_went_on(self, timeout: float = 90) -> None:
+        """Every partition committed past where it was when the watch began (read from
+        the operator's status, which polls the group's owner)."""
+
+        def advanced() -> bool:
+            now = committed(billing(self.cluster))
+            return bool(self.first) and all(now.get(tp, -1) > o for tp, o in self.first.items())
+
+        self.until(advanced, timeout, f"commits past {self.first}")
 
 
 COMMITTING = 3
@@ -204,6 +214,7 @@ def test_the_pod_owning_a_busy_group_deleted_rebalances_nobody(replicated: KindC
     watch = Watch(replicated, status)
     replicated.k("delete", "pod", owner, "--wait=false")
     watch.until(lambda: owner_pod(billing(replicated)) != owner, 60, "billing on another replica")
+    watch.commits_went_on()
     watch.until(lambda: balanced(replicated, 3), 180, f"{owner} back and the shards rebalanced")
     assert_pods_split(replicated, PARTITIONS)
 
@@ -225,6 +236,7 @@ def test_the_statefulset_rolled_rebalances_nobody(replicated: KindCluster) -> No
 
     watch.until(rolled, 300, "the coordinators rolled")
     watch.until(lambda: balanced(replicated, 3), 60, "the shards spread again")
+    watch.commits_went_on()
     assert not before & uids(replicated)  # every pod replaced, billing's owner among them
     assert_pods_split(replicated, PARTITIONS)
 
@@ -237,4 +249,5 @@ def test_scaled_from_three_to_five_to_two_rebalances_nobody(replicated: KindClus
         held = watch.until(lambda: balanced(replicated, replicas), 180,  # noqa: B023
                            f"50 shards over {replicas} replicas")  # fmt: skip
         assert max(held.values()) - min(held.values()) <= 1, held
+    watch.commits_went_on()
     assert_pods_split(replicated, PARTITIONS)

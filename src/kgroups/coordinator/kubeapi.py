@@ -6,7 +6,8 @@ service-account issuer's keys (to verify OAUTHBEARER tokens). It runs in a
 pod (the ServiceAccount's token and CA are mounted, KUBERNETES_SERVICE_HOST is set) or
 beside a cluster with a kubeconfig (the current context's server, CA, and a client
 certificate or a bearer token). The in-cluster token file is read at every request: the
-kubelet rotates projected tokens.
+kubelet rotates projected tokens. aiohttp is imported at the first request: a coordinator
+that never asks the API server (most) starts without it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import yaml
+
+if TYPE_CHECKING:
+    import aiohttp
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TIMEOUT_S = 10.0
@@ -117,6 +120,8 @@ class KubeApi:
     async def watch(self, path: str, resource_version: str) -> AsyncIterator[dict[str, Any]]:
         """The watch events of `path` from `resource_version`, until the server ends the
         watch (resume from the last event's version) or it expires (WatchExpired)."""
+        import aiohttp
+
         session = self._session
         if session is None:
             session = self._session = aiohttp.ClientSession(
@@ -147,6 +152,8 @@ class KubeApi:
             raise KubeApiError(f"{path}: {exc or type(exc).__name__}") from exc
 
     async def _call(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        import aiohttp
+
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S))
         try:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgroups.coordinator.authorizers import (
     AclFileAuthorizer,
@@ -61,7 +61,6 @@ from kgroups.coordinator.listeners import (
 )
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.pipeline import HEAD, OrderedWriter, Pending
-from kgroups.coordinator.replicas import Replication
 from kgroups.coordinator.security import Security
 from kgroups.coordinator.store import RecordStore, make_store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
@@ -79,6 +78,9 @@ from kgroups.security.actions import Action
 from kgroups.security.sasl import ANONYMOUS
 from kgroups.shown import LogBudget, shown, suppressed
 from kgroups.tasks import Tasks
+
+if TYPE_CHECKING:  # psycopg is imported only by a replica (`--store postgresql://...`)
+    from kgroups.coordinator.replicas import Replication
 
 log = logging.getLogger("kgroups.coordinator")
 
@@ -206,6 +208,7 @@ class CoordinatorServer:
 
     def _replicated(self, url: str) -> RecordStore:
         """A PostgreSQL store shared with other replicas: fenced writes, shard leases."""
+        from kgroups.coordinator.replicas import Replication
         from kgroups.coordinator.store.leases import ShardLeases
         from kgroups.coordinator.store.postgres import Fence, PostgresStore
 
