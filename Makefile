@@ -35,13 +35,12 @@ lint: install
 # Most tests wait on timers and processes, so more workers than cores: four on this
 # 2-core machine (TEST_WORKERS=0 runs everything in one process). The kind cluster's tests
 # share a worker, in order; tests marked `alone` (they time latency beside an attack) run
-# afterwards by themselves. Workers take units of work in the order tests/conftest.py
-# sorts them (the longest first). Each run ends with its slowest tests, its time per tier
-# and the tests that ended last (tests/tiers.py).
+# afterwards by themselves. Each run ends with its slowest tests, its time per tier and
+# the tests that ended last (tests/tiers.py).
 TEST_WORKERS ?= 4
 test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresql
 	@status=0; \
-	$(BIN)/pytest $(PYTEST_FLAGS) --durations=30 -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone" tests || status=$$?; \
+	$(BIN)/pytest $(PYTEST_FLAGS) --durations=30 -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -m alone --test-times .kgroups/test-times-alone.tsv tests || status=$$?; \
 	exit $$status
 

@@ -26,7 +26,6 @@ import functools
 import gc
 import inspect
 import os
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -63,43 +62,15 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-LONG = (
-    "tests/integration/test_spark_tables.py",
-    "tests/integration/test_benchmarks_run.py",
-    "tests/sim/test_member_sim.py",
-)
-"""Files of long tests, each its own unit of work (one to five minutes beside the rest):
-queued right after the kind cluster's and the e2e tier's groups, so that none of them
-starts in the run's last minutes and becomes its tail (`make test` prints the tests
-that ended last)."""
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names items by them)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    groups: dict[str, str | None] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
         if path.startswith(ALONE):
             item.add_marker(pytest.mark.alone)
-        group = groups[item.nodeid] = _worker_group(item, path)
+        group = _worker_group(item, path)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    # The order workers take units of work in (make test runs xdist with
-    # --no-loadscope-reorder): the kind cluster's group, the longest, first; then the e2e
-    # tier's; then LONG; then every other group, the largest first; then single tests.
-    sizes = Counter(g for g in groups.values() if g is not None)
-
-    def rank(item: pytest.Item) -> tuple[int, int]:
-        group = groups[item.nodeid]
-        if group == "cluster":
-            return (0, 0)
-        if group is not None and group.startswith("e2e-"):
-            return (1, 0)
-        if item.nodeid.startswith(LONG):
-            return (2, 0)
-        return (3, -sizes[group]) if group is not None else (4, 0)
-
-    items.sort(key=rank)  # stable: each group stays in its collection order
 
 
 E2E_FIRST_HALF = ("test_demo.py", "test_chart.py", "test_serviceaccount_tokens.py")
