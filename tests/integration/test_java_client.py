@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from kgroups import admin
 from tests.integration.harness import (
+    STATIC_SESSION_MS,
     Coordinator,
     Member,
     converged,
@@ -27,9 +28,6 @@ def topic(coordinator: Coordinator, name: str, partitions: int) -> set[tuple[str
     return {(name, p) for p in range(partitions)}
 
 
-STATIC_SESSION_MS = 20_000
-
-
 def test_java_and_python_clients_share_a_group(
     coordinator: Coordinator, members: list[Member]
 ) -> None:
@@ -41,8 +39,6 @@ def test_java_and_python_clients_share_a_group(
         return m
 
     java = start("java", "java-1")
-    # The static member's session outlasts a JVM's start on a loaded machine: its
-    # replacement must rejoin before the coordinator expires it (4 s was too short once).
     static_java = start("java", "java-static", instance_id="js-1",
                         session_timeout_ms=STATIC_SESSION_MS)  # fmt: skip
     kp = start("kafka-python", "kp")

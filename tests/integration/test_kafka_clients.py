@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.harness import (
+    STATIC_SESSION_MS,
     Coordinator,
     Member,
     converged,
@@ -29,7 +30,8 @@ def test_mixed_group_survives_close_kill_and_static_restart(
     def start(client: str, name: str, instance_id: str | None = None) -> Member:
         m = Member(
             client, coordinator.bootstrap, "g", ["orders"], client_id=name,
-            strategy=strategy, instance_id=instance_id, session_timeout_ms=SESSION_MS,
+            strategy=strategy, instance_id=instance_id,
+            session_timeout_ms=STATIC_SESSION_MS if instance_id else SESSION_MS,
         )  # fmt: skip
         members.append(m)
         return m

@@ -15,6 +15,7 @@ import pytest
 
 from kgroups.admin import create_partitions
 from tests.integration.harness import (
+    STATIC_SESSION_MS,
     Coordinator,
     Member,
     create_topic,
@@ -30,7 +31,8 @@ def starter(coordinator: Coordinator, members: list[Member], strategy: str, topi
     def start(client: str, name: str, instance_id: str | None = None) -> Member:
         m = Member(
             client, coordinator.bootstrap, "g", topics, client_id=name,
-            strategy=strategy, instance_id=instance_id, session_timeout_ms=SESSION_MS,
+            strategy=strategy, instance_id=instance_id,
+            session_timeout_ms=STATIC_SESSION_MS if instance_id else SESSION_MS,
         )  # fmt: skip
         members.append(m)
         return m

@@ -19,6 +19,7 @@ import pytest
 
 from kgroups import admin
 from tests.integration.harness import (
+    STATIC_SESSION_MS,
     Coordinator,
     Member,
     assert_idle,
@@ -50,9 +51,10 @@ class Group:
 
     def start(self, client: str, name: str, instance_id: str | None = None) -> Member:
         topics = sorted({t for t, _ in self.partitions})
+        session_ms = STATIC_SESSION_MS if instance_id else SESSION_MS
         m = Member(
             client, self.coordinator.bootstrap, self.name, topics, client_id=name,
-            strategy=self.strategy, instance_id=instance_id, session_timeout_ms=SESSION_MS,
+            strategy=self.strategy, instance_id=instance_id, session_timeout_ms=session_ms,
         )  # fmt: skip
         self.registry.append(m)
         self.live.append(m)

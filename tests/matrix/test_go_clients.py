@@ -23,6 +23,7 @@ import pytest
 from kgroups.admin import Admin
 from tests.integration.harness import (
     GO_CLIENTS,
+    STATIC_SESSION_MS,
     Coordinator,
     Member,
     assert_idle,
@@ -46,8 +47,8 @@ def built() -> Path:
 
 def start(members: list[Member], client: str, coordinator: Coordinator, group: str,
           topics: list[str], name: str, **kw: Any) -> Member:  # fmt: skip
-    m = Member(client, coordinator.bootstrap, group, topics, client_id=name,
-               session_timeout_ms=SESSION_MS, **kw)  # fmt: skip
+    kw.setdefault("session_timeout_ms", STATIC_SESSION_MS if "instance_id" in kw else SESSION_MS)
+    m = Member(client, coordinator.bootstrap, group, topics, client_id=name, **kw)
     members.append(m)
     return m
 
