@@ -5,12 +5,20 @@ and every write fenced by the epoch its replica loaded the shard with."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import psycopg
 import pytest
 
-from kgroups.coordinator.core.records import OffsetRecord, OffsetValue
+from kgroups.coordinator.core.records import (
+    GroupConfigRecord,
+    OffsetRecord,
+    OffsetValue,
+    TopicRecord,
+    TopicValue,
+)
 from kgroups.coordinator.core.shards import shard_of
+from kgroups.coordinator.store.base import GlobalsMoved
 from kgroups.coordinator.store.leases import ShardLeases
 from kgroups.coordinator.store.postgres import Fence, Fenced, PostgresStore
 from tests.postgres import PostgresServer
@@ -160,3 +168,44 @@ def test_a_restarted_replica_fences_off_the_process_it_replaces(url: str) -> Non
     with pytest.raises(Fenced):
         old_store.append([offset("g", 1)])
     old_store.close()
+
+
+def topic(name: str, partitions: int) -> TopicRecord:
+    return TopicRecord(name, TopicValue(uuid.uuid4(), partitions, 0))
+
+
+def test_topics_written_from_a_view_another_replica_changed_are_refused_whole(url: str) -> None:
+    """Topics and group settings are every replica's: each writes them only while the
+    database still holds the version it read them at. A replica that read them before
+    another grew a topic cannot write its older view back (a topic shrunk, a creation
+    twice); once it has read them again, it can. Notifications say when they change."""
+    a, b = (PostgresStore(url, shards=SHARDS, fence=Fence(n)) for n in ("a", "b"))
+    listener = psycopg.connect(url, autocommit=True)
+    listener.execute("LISTEN kgroups_globals")
+    for s in (a, b):
+        s.open()
+        list(s.load())  # each reads the cluster's view
+    a.append([topic("t", 4)])
+    assert [n.channel for n in listener.notifies(timeout=5, stop_after=1)] == ["kgroups_globals"]
+    with pytest.raises(GlobalsMoved):
+        b.append([topic("t", 2), GroupConfigRecord("g", (("session.timeout.ms", 8000),))])
+    assert not list(listener.notifies(timeout=0.2))  # nothing was written
+    assert a.load_if_moved() is None  # a's own write: its view is current
+    moved = b.load_if_moved()
+    assert moved is not None
+    assert [
+        (r.name, r.value.partitions) for r in moved if isinstance(r, TopicRecord) and r.value
+    ] == [("t", 4)]
+    b.append([topic("t", 6)])  # now judged on the current view
+    with pytest.raises(GlobalsMoved):
+        a.append([GroupConfigRecord("g", (("session.timeout.ms", 9000),))])
+    reader = PostgresStore(url, shards=SHARDS)
+    reader.open()
+    stored = list(reader.load())
+    assert [
+        (r.name, r.value.partitions) for r in stored if isinstance(r, TopicRecord) and r.value
+    ] == [("t", 6)]
+    assert not [r for r in stored if isinstance(r, GroupConfigRecord)]
+    for s in (a, b, reader):
+        s.close()
+    listener.close()

@@ -8,7 +8,9 @@ acknowledged commit would have read back as the one before it.
 
 A write refused by the fence (another replica holds the shard now) is not acknowledged,
 and neither is an answer queued behind it about a group of that shard, though it has no
-records of its own (a follower's SyncGroup told an assignment that was never written)."""
+records of its own (a follower's SyncGroup told an assignment that was never written).
+A write of topics or group settings from a view another replica changed since is not
+acknowledged either; the rest of its batch is written."""
 
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ from pathlib import Path
 
 from kgroups.coordinator.core import Effects, Reply
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
-from kgroups.coordinator.core.records import OffsetRecord, OffsetValue, Record
+from kgroups.coordinator.core.records import OffsetRecord, OffsetValue, Record, TopicRecord
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.pipeline import OrderedWriter, Pending
-from kgroups.coordinator.store.base import Fenced
+from kgroups.coordinator.store.base import Fenced, GlobalsMoved
 from kgroups.coordinator.store.sqlite import Store
 
 
@@ -181,3 +183,60 @@ def test_answers_queued_behind_a_refused_write_about_its_shard_are_not_given(
     assert conns["sync"].aborted and conns["sync"].answers == 0
     assert conns["other-group"].answers == 1 and not conns["other-group"].aborted
     assert conns["no-group"].answers == 1 and not conns["no-group"].aborted
+
+
+class MovedStore(Store):
+    """The real SQLite store, refusing its first write of topics or group settings as a
+    replica's is when another replica changed them since it read them."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(data_dir, synchronous="OFF")
+        self.refused = False
+
+    def append(self, records: Sequence[Record]) -> None:
+        if not self.refused and any(isinstance(r, TopicRecord) for r in records):
+            self.refused = True
+            raise GlobalsMoved(3)
+        super().append(records)
+
+
+def test_a_write_of_a_stale_view_of_the_topics_is_not_acknowledged_and_the_rest_is(
+    tmp_path: Path,
+) -> None:
+    """DeleteTopics (a topic's tombstone and, in the same effects, the offsets of a group
+    served here) refused for a stale view: its client's connection closes, the group's
+    shard is loaded again (its offsets in memory went ahead of the database), and a commit
+    of another group in the same batch is written and answered."""
+
+    async def scenario() -> tuple[dict[str, Conn], list[frozenset[int]], list[Record]]:
+        store = MovedStore(tmp_path)
+        writer = OrderedWriter(store, CoordinatorMetrics(lambda: None, lambda: 0, lambda: 0.0),
+                               on_failure=lambda exc: None)  # fmt: skip
+        await writer.open()
+        writer.shard_of = SHARD_OF
+        fenced: list[frozenset[int]] = []
+        writer.on_fenced = fenced.append
+        conns = {name: Conn() for name in ("delete-topic", "commit")}
+        loop = asyncio.get_running_loop()
+        writer.pending[1] = Pending(conns["delete-topic"], 12, 4, 1, loop.time(), None)  # type: ignore[arg-type]
+        writer.pending[2] = Pending(conns["commit"], 12, 4, 2, loop.time(), "h")  # type: ignore[arg-type]
+        deleted = (TopicRecord("t", None), OffsetRecord("g", "t", 0, None))
+        writer.writing = True  # both queued, then written in one batch
+        writer.submit(Effects(records=deleted, replies=(Reply(1, HeartbeatResponse()),)))
+        writer.submit(commit(7, "h", ref=2))
+        writer.writing = False
+        writer._flush()
+        await asyncio.wait_for(writer.drained(), 5)
+        await writer.close(write_queued=True)
+        reader = Store(tmp_path, synchronous="OFF")
+        reader.open()
+        stored = list(reader.load())
+        reader.close()
+        return conns, fenced, stored
+
+    conns, fenced, stored = asyncio.run(scenario())
+    assert conns["delete-topic"].aborted and conns["delete-topic"].answers == 0
+    assert conns["commit"].answers == 1 and not conns["commit"].aborted
+    assert fenced == [frozenset({SHARD_OF("g")})]
+    assert committed(stored) == 7
+    assert not [r for r in stored if isinstance(r, TopicRecord)]

@@ -28,10 +28,16 @@ from kgroups.coordinator.connection import Connection
 from kgroups.coordinator.core import Effects, Reply
 from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
-from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
+from kgroups.coordinator.core.records import (
+    GroupConfigRecord,
+    GroupRecord,
+    OffsetRecord,
+    Record,
+    TopicRecord,
+)
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.store import RecordStore
-from kgroups.coordinator.store.base import Fenced
+from kgroups.coordinator.store.base import Fenced, GlobalsMoved
 from kgroups.coordinator.wire import encode
 from kgroups.protocol.apis import api_name, metric_api_name
 from kgroups.protocol.frames import encode_response
@@ -165,6 +171,9 @@ class OrderedWriter:
         if isinstance(exc, Fenced) and self.shard_of is not None and not self.halted:
             self._set_aside(batch, exc.shards)
             return
+        if isinstance(exc, GlobalsMoved) and self.shard_of is not None and not self.halted:
+            self._globals_moved(batch)
+            return
         if exc is not None:
             self._on_failure(exc)
             return
@@ -189,6 +198,36 @@ class OrderedWriter:
         self.finished += len(batch) - len(kept) + len(self.queue) - len(queued)
         self.queue = kept + queued
         self.on_fenced(shards)
+        self._flush()
+
+    def _globals_moved(self, batch: list[Effects]) -> None:
+        """A write of topics or group settings refused because another replica changed
+        them since this one read them: nothing of the batch was written. What wrote them
+        is not acknowledged (its connection closes: the client asks again, and the next
+        request that changes them is judged on the cluster's view read again); the shards
+        of any group they also wrote are loaded again (their state here went ahead of the
+        database); the rest is written again."""
+        shard_of = self.shard_of
+        assert shard_of is not None
+        cluster_wide = (TopicRecord, GroupConfigRecord)
+        refused = [e for e in batch if any(isinstance(r, cluster_wide) for r in e.records)]
+        shards = frozenset(
+            shard_of(r.group_id)
+            for e in refused
+            for r in e.records
+            if isinstance(r, GroupRecord | OffsetRecord)
+        )
+        for effects in refused:
+            for reply in effects.replies:
+                pending = self.pending.pop(reply.ref, None)
+                if pending is not None:
+                    pending.conn.abort("the cluster's topics or group settings changed meanwhile")
+        log.warning("a write of topics or group settings was refused: another replica "
+                    "changed them first")  # fmt: skip
+        self.finished += len(refused)
+        self.queue = [e for e in batch if not any(e is r for r in refused)] + self.queue
+        if shards:
+            self.on_fenced(shards)
         self._flush()
 
     def _refused(self, effects: Effects, shards: frozenset[int], *, records: bool = False) -> bool:

@@ -13,7 +13,9 @@ replica acts on what changed, on the event loop:
   NOT_COORDINATOR;
 * shards over the fair share (a replica joined): unloaded, their queued writes finished,
   then released for the newcomer to claim;
-* the cluster's topics and group settings changed (`Tick.globals_version`): reloaded;
+* the cluster's topics and group settings changed (`Tick.globals_version`): reloaded
+  (and before a request that changes them: `fresh_globals`; the store refuses a write of
+  them made from a view another replica has changed since);
 * who owns which shard and where each replica listens: handed to the core, which answers
   FindCoordinator and Metadata from it.
 
@@ -38,6 +40,7 @@ from kgroups.coordinator.core import Effects, GroupCoordinator, Node
 from kgroups.coordinator.core.shards import Sharding, shard_of
 from kgroups.coordinator.pipeline import OrderedWriter
 from kgroups.coordinator.store.leases import ShardLeases, Tick
+from kgroups.coordinator.store.notices import GlobalsNotices
 from kgroups.coordinator.store.postgres import Fence, PostgresStore
 
 log = logging.getLogger("kgroups.coordinator.replicas")
@@ -72,9 +75,11 @@ class Replication:
         self.sharding: Sharding | None = None
         self.valid_until = 0.0
         self._watchdog: asyncio.TimerHandle | None = None
-        self._globals_seen = -1
         self.last_error: str | None = None
         self.leaving = False
+        self._notices: GlobalsNotices | None = None
+        self._stale = False
+        self._reloading: asyncio.Task[None] | None = None
 
     @property
     def writer(self) -> OrderedWriter:
@@ -102,7 +107,13 @@ class Replication:
     # -- the loop --------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Tick forever (a background task of the server)."""
+        """Tick forever (a background task of the server); reload the cluster's topics and
+        group settings whenever another replica says it changed them."""
+        loop = asyncio.get_running_loop()
+        self._notices = GlobalsNotices(
+            self.store.connect, lambda: loop.call_soon_threadsafe(self._globals_changed)
+        )
+        self._notices.start()
         while not self.leaving:
             try:
                 tick = await self._leased(self.leases.tick)
@@ -136,10 +147,8 @@ class Replication:
         }
         for shard in tick.lost:
             self._unload(shard)
-        if tick.globals_version != self._globals_seen:
-            records = await self.writer.run(lambda: list(self.store.load()))
-            self._apply(coordinator.refresh(records, now_ms=self._now_ms()))
-            self._globals_seen = tick.globals_version
+        if tick.globals_version != self.store.globals_seen:
+            await self.fresh_globals()
         if tick.release:
             for shard in tick.release:
                 self._unload(shard)
@@ -151,6 +160,30 @@ class Replication:
         }  # fmt: skip
         if wanted:
             await self._load(wanted)
+
+    def _globals_changed(self) -> None:
+        self._stale = True
+        if self._reloading is None or self._reloading.done():
+            self._reloading = asyncio.get_running_loop().create_task(self._reload_while_stale())
+
+    async def _reload_while_stale(self) -> None:
+        while self._stale and not self.leaving:
+            self._stale = False
+            try:
+                await self.fresh_globals()
+            except Exception as exc:  # noqa: BLE001 - the lease renewals try again
+                log.warning("replica %s: cannot reload topics and group settings: %s",
+                            self.leases.name, exc)  # fmt: skip
+                return
+
+    async def fresh_globals(self) -> None:
+        """Read the cluster's topics and group settings again if another replica has
+        changed them since they were read here (after every write queued before)."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        records = await self.writer.run(self.store.load_if_moved)
+        if records is not None:
+            self._apply(coordinator.refresh(records, now_ms=self._now_ms()))
 
     async def _load(self, wanted: dict[int, int]) -> None:
         """Serve `wanted` (shard -> epoch). First every write queued before is finished:
@@ -241,6 +274,10 @@ class Replication:
             log.warning("replica %s: could not hand its shards over: %s", self.leases.name, exc)
 
     def close(self) -> None:
+        if self._notices is not None:
+            self._notices.stop()
+        if self._reloading is not None:
+            self._reloading.cancel()
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._executor.submit(self.leases.close)

@@ -27,6 +27,7 @@ recovers from the store.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import socket
@@ -50,6 +51,12 @@ from kgroups.coordinator.core import (
     HandlerFailed,
     RequestContext,
 )
+from kgroups.coordinator.core.msg_cluster import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+)
+from kgroups.coordinator.core.msg_configs import AlterConfigsRequest
 from kgroups.coordinator.core.msg_group import HeartbeatRequest, HeartbeatResponse
 from kgroups.coordinator.core.shards import DEFAULT_SHARDS
 from kgroups.coordinator.gate import NOTHING_DENIED, Gate, Incoming
@@ -81,6 +88,10 @@ from kgroups.tasks import Tasks
 
 if TYPE_CHECKING:  # psycopg is imported only by a replica (`--store postgresql://...`)
     from kgroups.coordinator.replicas import Replication
+
+CLUSTER_WRITES = (CreateTopicsRequest, CreatePartitionsRequest, DeleteTopicsRequest,
+                  AlterConfigsRequest)  # fmt: skip
+"""Requests that change what every replica shares (topics, group settings)."""
 
 log = logging.getLogger("kgroups.coordinator")
 
@@ -594,10 +605,20 @@ class CoordinatorServer:
 
     def _handle(self, conn: Connection, key: int, version: int, correlation_id: int,
                 client_id: str, body: Any, received: float, denied: frozenset[Action],
-                now_ms: int) -> None:  # fmt: skip
+                now_ms: int, *, fresh: bool = False) -> None:  # fmt: skip
         coordinator = self.coordinator
         assert coordinator is not None
         if self._replication is not None:
+            if not fresh and type(body) in CLUSTER_WRITES:
+                # Judged on the cluster's current topics and group settings, not on what
+                # this replica last read of them (the connection waits, in order).
+                def handle() -> None:
+                    self._handle(conn, key, version, correlation_id, client_id, body,
+                                 received, denied, self.now_ms(), fresh=True)  # fmt: skip
+
+                failed = functools.partial(self._view_failed, conn)
+                self._tasks.spawn("cluster-view", self._fresh_then(conn, handle), on_crash=failed)
+                return
             self._replication.check(time.monotonic())
         ref = next(self._refs)
         if self._debug:
@@ -628,6 +649,19 @@ class CoordinatorServer:
             writer.pending[ref] = pending
             writer.submit(effects)
         self._rearm_soon()
+
+    async def _fresh_then(self, conn: Connection, handle: Callable[[], None]) -> None:
+        replication = self._replication
+        assert replication is not None
+        await replication.fresh_globals()
+        if self.serving(conn):
+            handle()
+
+    def _view_failed(self, conn: Connection, name: str, exc: BaseException) -> None:
+        """The cluster's view could not be read (the database away past the store's
+        retries): the request is not judged on a stale one; its client asks again."""
+        self.log_crash(conn, f"cannot read the cluster's topics for {conn.peer}", exc)
+        conn.abort("cannot read the cluster's topics and group settings now")
 
     def _fail(self, exc: BaseException) -> None:
         """The store failed: nothing more can be made durable, so nothing more is said."""

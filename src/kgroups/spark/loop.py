@@ -72,7 +72,7 @@ from kgroups.client import (
     RebalanceInProgressError,
     TopicPartition,
 )
-from kgroups.protocol.addresses import parse_host_port
+from kgroups.protocol.addresses import parse_bootstrap
 from kgroups.protocol.errors import ErrorCode
 from kgroups.spark.batches import MicroBatch, decode
 from kgroups.spark.growth import INTERVAL_S, AdminSession, TopicAdmin, TopicGrowth
@@ -135,15 +135,27 @@ def _identity(frame: Any, batch: MicroBatch) -> Any:
 
 
 def admin_session(bootstrap: str, security: Any = None, connect: Any = None) -> AdminSession:
-    """Runs a function with a `kgroups.admin.Admin` on the first bootstrap address (with
-    the member's security and, in tests, its network)."""
-    host, port = parse_host_port(bootstrap.split(",", maxsplit=1)[0].strip(), default_port=9092)
+    """Runs a function with a `kgroups.admin.Admin` on each bootstrap address in turn
+    until one answers (with the member's security and, in tests, its network), as Kafka's
+    admin client does: any replica of a kgroups cluster serves the topics, and the first
+    one named may be the one that is down. The function may run again on the next address
+    after a connection failure, so it must be safe to repeat (growing is: it compares
+    first)."""
+    addresses = parse_bootstrap(bootstrap)
 
     async def session(use: Callable[[TopicAdmin], Awaitable[None]]) -> None:
         from kgroups.admin import Admin
 
-        async with Admin(host, port, security=security, connect=connect) as admin:
-            await use(admin)
+        for n, (host, port) in enumerate(addresses, start=1):
+            async with Admin(host, port, security=security, connect=connect) as admin:
+                try:
+                    await use(admin)
+                    return
+                except CoordinatorUnavailable:
+                    if n == len(addresses):
+                        raise
+                    log.info("%s:%s does not answer; trying the next bootstrap address",
+                             host, port)  # fmt: skip
 
     return session
 

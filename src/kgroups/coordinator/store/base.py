@@ -29,6 +29,16 @@ class Fenced(StoreError):
         self.shards = shards
 
 
+class GlobalsMoved(StoreError):
+    """A write of topics or group settings made from a view of them that another replica
+    has changed since (it was read at a version that is no longer the database's): nothing
+    of the batch was written, and the view must be read again before it is acted on."""
+
+    def __init__(self, seen: int) -> None:
+        super().__init__(f"the cluster's topics and group settings moved past version {seen}")
+        self.seen = seen
+
+
 class RecordStore(typing.Protocol):
     """What the server needs of a store: SQLite, PostgreSQL, or in memory in simulations."""
 

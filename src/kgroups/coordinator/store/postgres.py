@@ -56,7 +56,7 @@ from kgroups.coordinator.core.records import (
     TopicValue,
 )
 from kgroups.coordinator.core.shards import DEFAULT_SHARDS, MAX_SHARDS, shard_of
-from kgroups.coordinator.store.base import Fenced, StoreError
+from kgroups.coordinator.store.base import Fenced, GlobalsMoved, StoreError
 from kgroups.coordinator.store.codec import (
     decode_group,
     decode_group_configs,
@@ -64,6 +64,7 @@ from kgroups.coordinator.store.codec import (
     encode_group,
     encode_pairs,
 )
+from kgroups.coordinator.store.notices import GLOBALS_CHANNEL
 
 log = logging.getLogger("kgroups.coordinator.store")
 
@@ -223,12 +224,20 @@ class PostgresStore:
         self.fence = fence
         self.lease_ttl_s = lease_ttl_s
         self._conn: psycopg.Connection[Any] | None = None
+        self.globals_seen: int | None = None
+        """A replica: the version of the cluster's topics and group settings it last read
+        (`load`) or wrote. Its writes of them are made only while the database's version
+        is still this one: a view another replica has changed since is never written back."""
 
     @property
     def where(self) -> str:
         return redacted(self.url)
 
     # -- connection ------------------------------------------------------------------------
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A new connection to the store's database (autocommit), as the store makes its own."""
+        return self._connect()
 
     def _connect(self) -> psycopg.Connection[Any]:
         params: dict[str, Any] = {"autocommit": True, "application_name": "kgroups-coordinator"}
@@ -383,8 +392,28 @@ class PostgresStore:
         A replica (with a fence) loads only the cluster's records, topics and group
         settings; groups and offsets come shard by shard (`load_shard`)."""
         if self.fence is not None:
-            return iter(self._retrying("loading", lambda c: list(self._read_all(c, groups=False))))
+            return iter(self._retrying("loading", self._read_globals))
         return iter(self._retrying("loading", lambda conn: list(self._read_all(conn))))
+
+    def load_if_moved(self) -> list[Record] | None:
+        """A replica: the cluster's topics and group settings if another replica has
+        changed them since they were last read here (None if not). Read before acting on
+        a request that changes them, so that it is judged on the cluster's current view."""
+
+        def read(conn: psycopg.Connection[Any]) -> list[Record] | None:
+            if _globals_version(conn) == self.globals_seen:
+                return None
+            return self._read_globals(conn)
+
+        return self._retrying("loading", read)
+
+    def _read_globals(self, conn: psycopg.Connection[Any]) -> list[Record]:
+        # The version first: a change committed between the two reads makes the version
+        # read older than the rows, so the next write is refused (safe), never the reverse.
+        version = _globals_version(conn)
+        records = list(self._read_all(conn, groups=False))
+        self.globals_seen = version
+        return records
 
     def load_shard(self, shard: int) -> list[Record]:
         """The groups and committed offsets of one shard."""
@@ -454,10 +483,12 @@ class PostgresStore:
         """Make `records` durable in one transaction: each key's last value in the batch."""
         if not records:
             return
-        batch = _Batch(self.shards, self.fence)
+        batch = _Batch(self.shards, self.fence, self.globals_seen)
         for record in records:
             batch.add(record)
         self._retrying("writing", batch.write)
+        if batch.globals_now is not None:
+            self.globals_seen = batch.globals_now
 
     def holds_records(self) -> bool:
         """Whether any topic, group, group setting or offset is stored."""
@@ -516,9 +547,14 @@ _OFFSETS_DELETE = (
 class _Batch:
     """One transaction's worth of records, reduced to each key's last value."""
 
-    def __init__(self, shards: int, fence: Fence | None = None) -> None:
+    def __init__(
+        self, shards: int, fence: Fence | None = None, globals_seen: int | None = None
+    ) -> None:
         self.shards = shards
         self.fence = fence
+        self.globals_seen = globals_seen
+        self.globals_now: int | None = None
+        """The version of the topics and group settings once this batch's are written."""
         self.offsets: dict[tuple[str, str, int], OffsetValue | None] = {}
         self.groups: dict[str, str | None] = {}
         self.configs: dict[str, str | None] = {}
@@ -587,11 +623,7 @@ class _Batch:
                         kept,
                     )
             if self.topics or self.configs:
-                cur.execute(
-                    f"INSERT INTO {SCHEMA}.meta VALUES ('globals_version', '1') "
-                    "ON CONFLICT (key) DO UPDATE SET value = "
-                    f"({SCHEMA}.meta.value::bigint + 1)::text"
-                )
+                self._bump_globals(cur)
             for name, topic in self.topics.items():
                 if topic is None:
                     cur.execute(f"DELETE FROM {SCHEMA}.topics WHERE name = %s", (_esc(name),))
@@ -604,6 +636,25 @@ class _Batch:
                         (_esc(name), topic.topic_id, topic.partitions, topic.created_ms,
                          encode_pairs(topic.configs)),
                     )  # fmt: skip
+
+    def _bump_globals(self, cur: psycopg.Cursor[Any]) -> None:
+        """One more version of the topics and group settings; for a replica, only if the
+        database's is still the one its view was read at (compare-and-set: a concurrent
+        writer's row lock is waited for, then the condition is checked again)."""
+        bump = (
+            f"INSERT INTO {SCHEMA}.meta VALUES ('globals_version', '1') "
+            f"ON CONFLICT (key) DO UPDATE SET value = ({SCHEMA}.meta.value::bigint + 1)::text"
+        )
+        cur.execute(f"SELECT pg_notify('{GLOBALS_CHANNEL}', '')")  # sent on commit
+        if self.fence is None:
+            cur.execute(bump)
+            return
+        seen = self.globals_seen or 0
+        cur.execute(f"{bump} WHERE {SCHEMA}.meta.value = %s RETURNING value", (str(seen),))
+        row = cur.fetchone()
+        if row is None or int(row[0]) != seen + 1:
+            raise GlobalsMoved(seen)
+        self.globals_now = seen + 1
 
     def write_offsets_at_once(self, conn: psycopg.Connection[Any]) -> None:
         """A batch of offset commits only (what a busy coordinator writes nearly always):
@@ -645,3 +696,9 @@ class _Batch:
             for column, cell in zip(columns, row, strict=True):
                 column.append(cell)
         return columns
+
+
+def _globals_version(conn: psycopg.Connection[Any]) -> int:
+    """The version of the cluster's topics and group settings (0 before the first write)."""
+    row = conn.execute(f"SELECT value FROM {SCHEMA}.meta WHERE key = 'globals_version'").fetchone()
+    return 0 if row is None else int(row[0])
