@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kgroups import admin
+from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.spark.filelog import FileLog
 from tests.conftest import SPARK_TEST_JVM
-from tests.integration.harness import PYTHON, ROOT, Coordinator, wait_until
+from tests.integration.harness import PYTHON, ROOT, wait_until
 
 SESSION_MS = 6000
 
@@ -238,12 +239,30 @@ class Feeder(threading.Thread):
         self.join(10)
 
 
-def committed(coordinator: Coordinator, group: str, topic: str) -> dict[int, int]:
-    async def ask() -> dict[tuple[str, int], int]:
-        async with admin.Admin("127.0.0.1", coordinator.port) as client:
-            return await client.committed_offsets(group)
+class Bootstrap(Protocol):
+    bootstrap: str
+    """`host:port[,host:port...]`: a coordinator, or the live replicas of a cluster."""
 
-    return {p: o for (t, p), o in asyncio.run(ask()).items() if t == topic}
+
+def committed(target: Bootstrap, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets of `topic`, from whichever coordinator (replica)
+    owns it: asked again while the one named is gone (a replica killed, its shards not
+    yet claimed by the others)."""
+
+    async def ask() -> dict[tuple[str, int], int]:
+        host, port = target.bootstrap.split(",", maxsplit=1)[0].split(":")
+        async with admin.Cluster(host, int(port)) as cluster:
+            _, owner = await cluster.group_admin(group)
+            return await owner.committed_offsets(group)
+
+    def attempt() -> tuple[dict[tuple[str, int], int]] | None:
+        try:
+            return (asyncio.run(ask()),)
+        except (CoordinatorUnavailable, admin.AdminError):
+            return None
+
+    (offsets,) = wait_until(attempt, 30, f"the committed offsets of {group}", poll=0.2)
+    return {p: o for (t, p), o in offsets.items() if t == topic}
 
 
 def reference(records: Input, ends: Mapping[int, int]) -> dict[tuple[int, int], str | None]:

@@ -5,10 +5,11 @@ SCRAM-SHA-512, Kafka's client properties given with --kafka-option), while the t
 appended to and grows from four partitions to six: one application is killed (SIGKILL)
 in the middle of a write; one is frozen, driver and JVM, past its session timeout after
 its plan was committed and before its write; one is frozen before a plan commit. Then a
-directory of Parquet files from the file log, one application under spark-submit: one
-killed mid-stage, one frozen while staging (on waking its batch is refused or
-cancelled, never published), one frozen between
-its commit and its publish.
+directory of Parquet files from the file log, one application under spark-submit, on
+three coordinator replicas sharing a PostgreSQL: the replica that owns the group killed
+while they read, then one application killed mid-stage, one frozen while staging (on
+waking its batch is refused or cancelled, never published), one frozen between its
+commit and its publish.
 
 What must hold: the table, read by delta-rs (for Parquet: by pyarrow), holds one row per
 input record, with the record's user, compared with a single-process reading of the
@@ -28,10 +29,12 @@ from typing import Any
 
 import pytest
 
+from kgroups.coordinator.core.shards import shard_of
 from tests.conftest import SPARK_TEST_JVM
 from tests.integration.harness import Coordinator, wait_until
 from tests.integration.spark_apps import (
     SESSION_MS,
+    Bootstrap,
     Feeder,
     FilesInput,
     Input,
@@ -40,6 +43,7 @@ from tests.integration.spark_apps import (
     committed,
     reference,
 )  # fmt: skip
+from tests.postgres import PostgresServer
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +51,7 @@ SCRIPT = "examples/spark/clicks_to_delta.py"
 FREEZE_S = SESSION_MS / 1000 * 2
 
 
-def app(coordinator: Coordinator, name: str, records: Input, table: Path, tmp: Path,
+def app(coordinator: Bootstrap, name: str, records: Input, table: Path, tmp: Path,
         *extra: str, submit: bool = False) -> SparkApp:  # fmt: skip
     args = ["--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", records.topic,
             "--source", records.source, "--table", str(table),
@@ -71,7 +75,7 @@ def rows_once(read: Any, expected: dict[Any, Any]) -> None:
     assert all(len(at) == 1 for at in writes.values()), "a batch written more than once"
 
 
-def caught_up(coordinator: Coordinator, records: Input, apps: list[SparkApp]) -> dict[int, int]:
+def caught_up(coordinator: Bootstrap, records: Input, apps: list[SparkApp]) -> dict[int, int]:
     ends = records.ends()
     wait_until(lambda: [a.alive() for a in apps]
                and committed(coordinator, "clicks", records.topic) == ends, 360,
@@ -157,22 +161,35 @@ def test_three_apps_write_a_delta_table_once_from_a_secured_growing_kafka_topic(
     assert None not in read["event_time"].to_pylist()  # the record's timestamp, kept
 
 
-def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
-    coordinator: Coordinator, tmp_path: Path
+def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes_on_replicas(
+    postgres: PostgresServer, tmp_path: Path
 ) -> None:
+    """On three coordinator replicas (PostgreSQL), the one that owns the group killed
+    while the applications read: they go on through the new owner."""
     import pyarrow.dataset as ds
 
+    from tests.integration.test_replicas import Cluster
+
+    (tmp_path / "replicas").mkdir()
+    coordinators = Cluster(postgres.create_database(), tmp_path / "replicas")
+    coordinators.start()
     records = FilesInput(tmp_path / "log", "clicks", 4)
     table = tmp_path / "table"
     feeder = Feeder(records)
     feeder.start()
     parquet = ("--format", "parquet")
-    apps = [app(coordinator, "app0", records, table, tmp_path, *parquet),
-            app(coordinator, "app1", records, table, tmp_path, *parquet),
-            app(coordinator, "submitted", records, table, tmp_path, *parquet, submit=True)]  # fmt: skip
+    apps = [app(coordinators, "app0", records, table, tmp_path, *parquet),
+            app(coordinators, "app1", records, table, tmp_path, *parquet),
+            app(coordinators, "submitted", records, table, tmp_path, *parquet, submit=True)]  # fmt: skip
     try:
         wait_until(lambda: all(a.alive() and "reading clicks from {" in a.log() for a in apps),
                    180, "three apps reading", poll=1)  # fmt: skip
+        before = committed(coordinators, "clicks", "clicks")
+        owner = coordinators.owners()[shard_of("clicks", 50)]
+        coordinators.replicas[owner].kill()
+        wait_until(lambda: [a.alive() for a in apps] and any(
+            o > before.get(p, 0) for p, o in committed(coordinators, "clicks", "clicks").items()),
+            60, "commits through the new owner", poll=1)  # fmt: skip
         wait_until(lambda: "generation" in apps[0].log() and ": batch " in apps[0].log(), 60,
                    "app0 staging", poll=0.005)  # fmt: skip
         apps[0].signal(signal.SIGKILL)  # dies mid-stage
@@ -184,11 +201,12 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes(
         published = apps[2].freeze_at("committed; publishing", FREEZE_S,
                                       lambda said: ": done (" in said)  # fmt: skip
         feeder.stop()
-        ends = caught_up(coordinator, records, apps[1:])
+        ends = caught_up(coordinators, records, apps[1:])
     finally:
         feeder.stop()
         for each in apps:
             each.stop()
+        coordinators.stop()
     assert "dropping" in refused and published
     read = ds.dataset(str(table), format="parquet").to_table()
     rows_once(read, reference(records, ends))
