@@ -549,13 +549,31 @@ class CoordinatorServer:
         except MalformedFrame as exc:
             conn.abort(str(exc))
             return
+        if type(body) in CLUSTER_WRITES and self._replication is not None:
+            # Authorized and judged on the cluster's current topics and group settings,
+            # not on what this replica last read of them (the connection waits, in order).
+            client_id = request.client_id
+
+            def admit() -> None:
+                self._admit(conn, key, version, correlation_id, client_id, body, received,
+                            self.now_ms())  # fmt: skip
+
+            failed = functools.partial(self._view_failed, conn)
+            self._tasks.spawn("cluster-view", self._fresh_then(conn, admit), on_crash=failed)
+            return
+        self._admit(conn, key, version, correlation_id, request.client_id, body, received,
+                    now_ms)  # fmt: skip
+
+    def _admit(self, conn: Connection, key: int, version: int, correlation_id: int,
+               client_id: str, body: Any, received: float, now_ms: int) -> None:  # fmt: skip
+        """A decoded request: throttled, authorized, handled."""
         limiter = self._rates.get(key)
         if limiter is not None:
             principal = conn.session.principal
             who = str(principal) if principal != ANONYMOUS else f"ANONYMOUS{conn.client_host}"
             wait = limiter.delay(who, received)
             if wait > 0:  # over the principal's rate: this connection waits its turn
-                incoming = Incoming(conn, key, version, correlation_id, request.client_id,
+                incoming = Incoming(conn, key, version, correlation_id, client_id,
                                     body, received)  # fmt: skip
                 self.metrics.throttled(metric_api_name(key), wait)
                 conn.call_later(wait, lambda: self._gate.authorize_and_handle(incoming))
@@ -565,11 +583,11 @@ class CoordinatorServer:
             if type(body) is HeartbeatRequest and not (w.queue or w.writing or self._debug):
                 self._heartbeat(conn, version, correlation_id, body, received, now_ms)
                 return
-            self._handle(conn, key, version, correlation_id, request.client_id, body, received,
+            self._handle(conn, key, version, correlation_id, client_id, body, received,
                          NOTHING_DENIED, now_ms)  # fmt: skip
             return
         self._gate.authorize_and_handle(
-            Incoming(conn, key, version, correlation_id, request.client_id, body, received)
+            Incoming(conn, key, version, correlation_id, client_id, body, received)
         )
 
     def _heartbeat(self, conn: Connection, version: int, correlation_id: int,
@@ -605,20 +623,10 @@ class CoordinatorServer:
 
     def _handle(self, conn: Connection, key: int, version: int, correlation_id: int,
                 client_id: str, body: Any, received: float, denied: frozenset[Action],
-                now_ms: int, *, fresh: bool = False) -> None:  # fmt: skip
+                now_ms: int) -> None:  # fmt: skip
         coordinator = self.coordinator
         assert coordinator is not None
         if self._replication is not None:
-            if not fresh and type(body) in CLUSTER_WRITES:
-                # Judged on the cluster's current topics and group settings, not on what
-                # this replica last read of them (the connection waits, in order).
-                def handle() -> None:
-                    self._handle(conn, key, version, correlation_id, client_id, body,
-                                 received, denied, self.now_ms(), fresh=True)  # fmt: skip
-
-                failed = functools.partial(self._view_failed, conn)
-                self._tasks.spawn("cluster-view", self._fresh_then(conn, handle), on_crash=failed)
-                return
             self._replication.check(time.monotonic())
         ref = next(self._refs)
         if self._debug:
