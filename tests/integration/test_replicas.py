@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store.leases import ShardLeases, Tick
 from kgroups.coordinator.store.postgres import Fence, PostgresStore
 from kgroups.protocol.client import ConnectionClosed, KafkaConnection
+from kgroups.protocol.errors import ErrorCode
 from kgroups.spark.pipeline import Pipeline
 from kgroups.spark.publish import Batch
 from tests.integration.conftest import FAST
@@ -440,3 +441,77 @@ def test_spark_members_go_on_through_the_loss_of_their_groups_replica(
         tiles = sorted(published[partition])
         assert tiles[0][0] == 0 and tiles[-1][1] == end, (partition, tiles[:3], tiles[-3:])
         assert all(a[1] == b[0] for a, b in itertools.pairwise(tiles)), (partition, tiles)
+
+
+async def two_replicas(url: str, *, notices: bool) -> list[CoordinatorServer]:
+    """Two replicas on `url` whose lease renewals no longer reload anything (a minute
+    apart) once the shards are split; with `notices` off, each keeps the view of the
+    topics it last read itself."""
+    servers = [CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=30.0,
+                                                replica_name=name))
+               for name in ("a", "b")]  # fmt: skip
+    for srv in servers:
+        await srv.start()
+
+    def split() -> bool:
+        return sorted(Counter(Cluster.owners_at(url).values()).values()) == [25, 25]
+
+    await async_wait_until(split, 20, "the shards split between the two replicas")
+    await asyncio.sleep(1.2)  # both renewed since: each knows the other
+    for srv in servers:
+        assert srv._replication is not None and srv._replication._notices is not None
+        srv._replication.tick_s = 60
+        if not notices:
+            srv._replication._notices.stop()
+    return servers
+
+
+async def test_replicas_judge_topic_changes_on_the_clusters_current_topics(
+    postgres: PostgresServer,
+) -> None:
+    """A topic created or grown through one replica, then changed through another that
+    has not heard of it: the second judges the request on the database's topics, as
+    Kafka's controller does, so a topic is never created twice or shrunk."""
+    a, b = await two_replicas(postgres.create_database(), notices=False)
+    try:
+        await admin.create_topic("127.0.0.1", a.port, "t", 4)
+        with pytest.raises(admin.AdminError) as twice:
+            await admin.create_topic("127.0.0.1", b.port, "t", 2)
+        assert twice.value.code is ErrorCode.topic_already_exists
+        await admin.create_partitions("127.0.0.1", b.port, "t", 6)
+        with pytest.raises(admin.AdminError) as shrink:
+            await admin.create_partitions("127.0.0.1", a.port, "t", 5)
+        assert shrink.value.code is ErrorCode.invalid_partitions
+        assert "currently has 6 partitions" in str(shrink.value)
+        for srv in (a, b):
+            async with admin.Admin("127.0.0.1", srv.port) as client:
+                assert await client.topics(["t"]) == {"t": 6}
+    finally:
+        for srv in (a, b):
+            await srv.stop()
+
+
+async def test_a_topic_grown_through_one_replica_is_known_to_the_others_at_once(
+    postgres: PostgresServer,
+) -> None:
+    """Through the database's notifications, not at the next lease renewal: a group's
+    leader asking its own coordinator right after the growth sees the new partitions."""
+    a, b = await two_replicas(postgres.create_database(), notices=True)
+    try:
+        await admin.create_topic("127.0.0.1", a.port, "t", 4)
+        async with admin.Admin("127.0.0.1", b.port) as on_b:
+            await async_wait_until_async(lambda: on_b.topics(["t"]), {"t": 4}, 2)
+            await admin.create_partitions("127.0.0.1", a.port, "t", 6)
+            await async_wait_until_async(lambda: on_b.topics(["t"]), {"t": 6}, 2)
+    finally:
+        for srv in (a, b):
+            await srv.stop()
+
+
+async def async_wait_until_async(
+    ask: Callable[[], Awaitable[object]], expected: object, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while (answer := await ask()) != expected:
+        assert time.monotonic() < deadline, f"still {answer!r}, not {expected!r}"
+        await asyncio.sleep(0.02)
