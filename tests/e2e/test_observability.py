@@ -57,6 +57,7 @@ GROUP, TOPIC, PARTITIONS = "billing", "orders", 6
 HEARTBEAT_S = 0.3
 SIDECAR = ("--session-timeout-ms", "3000", "--heartbeat-interval-ms", str(int(HEARTBEAT_S * 1000)),
            "--rebalance-timeout-ms", "10000", "--revoke-timeout-ms", "100")  # fmt: skip
+SLOW_TO_EXPEL = ("--session-timeout-ms", "20000", *SIDECAR[2:])
 SPARK_ONLY = "kgroups_spark_"
 REPLICAS_ONLY = ("kgroups_replica_shards", "kgroups_replicas")
 """Exported only by coordinators sharing a PostgreSQL store (test_replicas.py checks them)."""
@@ -175,15 +176,17 @@ def test_every_metric_panel_and_rule_has_data_on_a_real_prometheus(
     wait_until(lambda: (condition(cp.get("kt", TOPIC, ns), "Ready") or {}).get("status")
                == "True", 30, "the Topic", poll=0.3)  # fmt: skip
 
-    def sidecar(name: str) -> SidecarProcess:
-        car = SidecarProcess(coord, name, "range", tmp_path, SIDECAR, group=GROUP, topics=TOPIC)
+    def sidecar(name: str, timeouts: tuple[str, ...] = SIDECAR) -> SidecarProcess:
+        car = SidecarProcess(coord, name, "range", tmp_path, timeouts, group=GROUP, topics=TOPIC)
         scene["cars"].append(car)
         committer = Committer(car)
         committer.start()
         scene["committers"].append(committer)
         return car
 
-    a, b, c = sidecar("a"), sidecar("b"), sidecar("c")
+    # b's session outlasts d's start on a loaded machine (over 20 s once): the group must be
+    # seen waiting for b, frozen, while d joins, not expelling b before d has started.
+    a, b, c = sidecar("a"), sidecar("b", SLOW_TO_EXPEL), sidecar("c")
     prom = Prometheus(tmp_path / "prometheus", {
         "kgroups-coordinator": [f"127.0.0.1:{coord_metrics}"],
         "kgroups-operator": [f"127.0.0.1:{op_metrics}"],
@@ -213,9 +216,9 @@ def test_every_metric_panel_and_rule_has_data_on_a_real_prometheus(
     wait_until(lambda: prom.query(f'kgroups_group_state{{group="{GROUP}", '
                                   'state="PreparingRebalance"} == 1'), 60,
                "Prometheus to see the group rebalancing", poll=0.2)  # fmt: skip
-    # (60 s: d's process starts first, which took over 20 s once on a loaded machine; the
-    # state then holds until b's session ends, longer than a scrape interval.)
-    wait_until(lambda: stable(2), 30, "b expelled while frozen, d in", poll=0.5)
+    # (60 s: d's process starts first; the state then holds until b's session ends, far
+    # longer than a scrape interval.)
+    wait_until(lambda: stable(2), 60, "b expelled while frozen, d in", poll=0.5)
     b.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: stable(3), 30, "b back after thawing", poll=0.5)
     d.stop()

@@ -24,6 +24,10 @@ from kgroups.coordinator.store.postgres import Fence, Fenced, PostgresStore
 from tests.postgres import PostgresServer
 
 SHARDS = 50
+SHORT_TTL_S = 2.0
+"""Leases that expire within a test. A replica's session may sit inside a transaction for
+half of one (`bound_sessions`): with 1 s, a tick starved of the CPU for half a second in
+the middle of make test had its session ended by the database."""
 
 
 @pytest.fixture
@@ -67,10 +71,10 @@ def test_replicas_split_the_shards_evenly_and_a_newcomer_moves_only_its_share(ur
 
 
 def test_a_replica_that_stops_renewing_loses_its_shards_at_a_higher_epoch(url: str) -> None:
-    a, b = replica(url, "a", ttl_s=1.0), replica(url, "b", ttl_s=1.0)
+    a, b = replica(url, "a", ttl_s=SHORT_TTL_S), replica(url, "b", ttl_s=SHORT_TTL_S)
     settle([a, b])
     mine = dict(a.held)
-    time.sleep(1.2)  # a is frozen: no renewal; its lease and its replica row expire
+    time.sleep(SHORT_TTL_S + 0.2)  # a is frozen: no renewal; its lease and its replica row expire
     taken = b.tick()
     assert set(taken.claimed) == set(mine)
     assert all(taken.claimed[s] == mine[s] + 1 for s in mine)
@@ -106,7 +110,7 @@ def group_in(shards: set[int]) -> str:
 def test_a_write_to_a_shard_taken_over_is_refused_whole_and_other_shards_still_write(
     url: str,
 ) -> None:
-    a, b = replica(url, "a", ttl_s=1.0), replica(url, "b", ttl_s=1.0)
+    a, b = replica(url, "a", ttl_s=SHORT_TTL_S), replica(url, "b", ttl_s=SHORT_TTL_S)
     settle([a, b])
     fence = Fence("a", dict(a.held))
     store = PostgresStore(url, shards=SHARDS, fence=fence)
@@ -115,7 +119,7 @@ def test_a_write_to_a_shard_taken_over_is_refused_whole_and_other_shards_still_w
     store.append([offset(kept, 1), offset(taken, 1)])
     with pytest.raises(Fenced):
         store.append([offset(group_in(set(b.held)), 1)])  # never a's
-    time.sleep(1.2)
+    time.sleep(SHORT_TTL_S + 0.2)
     a_tick_missed = b.tick()  # a froze past its lease: b takes everything
     assert max(a.held) in a_tick_missed.claimed
     with pytest.raises(Fenced) as refused:
@@ -137,7 +141,7 @@ def test_a_shard_is_not_taken_while_a_write_under_the_old_epoch_is_in_flight(url
     """The write's share lock on the owner row keeps a takeover off that shard until the
     write commits, so the new owner's load sees it (never a write landing after the load);
     the claimer does not wait for it meanwhile (a frozen writer would hold it back)."""
-    a, b = replica(url, "a", ttl_s=1.0), replica(url, "b", ttl_s=1.0)
+    a, b = replica(url, "a", ttl_s=SHORT_TTL_S), replica(url, "b", ttl_s=SHORT_TTL_S)
     a.tick()
     shard, epoch = min(a.held.items())
     with psycopg.connect(url, autocommit=False) as writer:
@@ -145,7 +149,7 @@ def test_a_shard_is_not_taken_while_a_write_under_the_old_epoch_is_in_flight(url
             "SELECT shard FROM kgroups.shard_owners WHERE shard = %s AND epoch = %s "
             "AND owner = 'a' FOR SHARE", (shard, epoch),
         )  # fmt: skip
-        time.sleep(1.2)  # a's lease expires while its write is open
+        time.sleep(SHORT_TTL_S + 0.2)  # a's lease expires while its write is open
         began = time.monotonic()
         first = b.tick()
         assert time.monotonic() - began < 1.0  # not held back by the write
