@@ -32,6 +32,10 @@ import threading
 import time
 from typing import Any
 
+# As `python -m kgroups` does: kio would import hypothesis (installed for the tests) for
+# strategies nobody here uses, ~0.13 s of each of the many members a test run starts.
+sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+
 events_seen: list[dict[str, Any]] = []
 
 
