@@ -228,7 +228,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--timeout", type=float, default=120, help="per peer run, seconds")
-    parser.add_argument("--trials", type=int, default=3, help="kgroups trials (small cases)")
+    parser.add_argument("--trials", type=int, default=3, help="kgroups trials per case")
     args = parser.parse_args()
     if args.quick:
         sticky_cases = [
@@ -263,7 +263,7 @@ def main() -> None:
     for case in big:
         for strategy in ("range", "roundrobin"):
             scenario = f"{strategy} {case.label} fresh"
-            for peer, n in (("kgroups", 3), ("kafka-python", 1)):
+            for peer, n in (("kgroups", args.trials), ("kafka-python", 1)):
                 result = measure(peer, case, strategy, False, n, timeout)
                 rows.append((scenario, peer, case.label, result, case.target_s))
                 print_row(rows[-1], flush=True)

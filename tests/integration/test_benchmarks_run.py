@@ -51,7 +51,7 @@ def test_rebalance_runs_with_a_thousand_members_from_one_address() -> None:
 
 
 def test_assignors_runs() -> None:
-    out = bench("assignors.py", "--quick", kafka=False)
+    out = bench("assignors.py", "--quick", "--trials", "1", kafka=False)
     assert re.search(r"^range .* kgroups ", out, re.MULTILINE), out
 
 
