@@ -221,14 +221,16 @@ def test_a_batch_larger_than_the_drivers_memory_goes_through_the_executors(
 ) -> None:
     """Nothing is collected to the driver: with a 512 MiB driver (local mode: executors
     are threads of the driver's JVM) and spark.driver.maxResultSize at 1 MiB, one batch of
-    about 600 MB of records is read, transformed and written to Delta."""
+    about 600 MB of records (60,000 of 10 KB) is read, transformed and written to Delta."""
     from deltalake import DeltaTable
 
-    records, per_partition = FilesInput(tmp_path / "log", "big", 2), 300_000
-    pad = "x" * 1000
+    # Few large records (10 KB each): the bytes are what the driver could not hold, and
+    # Spark's per-record work would only make the test longer.
+    records, per_partition, chunk = FilesInput(tmp_path / "log", "big", 2), 30_000, 5_000
+    pad = "x" * 10_000
     for p in range(2):
-        for start in range(0, per_partition, 50_000):
-            records.append(p, [{"user": f"u{(start + i) % 9}", "pad": pad} for i in range(50_000)])
+        for start in range(0, per_partition, chunk):
+            records.append(p, [{"user": f"u{(start + i) % 9}", "pad": pad} for i in range(chunk)])
     size = sum(f.stat().st_size for f in (tmp_path / "log" / "big").iterdir())
     assert size > 600 * 10**6
     table = tmp_path / "table"
@@ -238,7 +240,7 @@ def test_a_batch_larger_than_the_drivers_memory_goes_through_the_executors(
             "--source", records.source, "--table", str(table), "--max-records", "1000000"]  # fmt: skip
     big = SparkApp("big", SCRIPT, args, tmp_path, env=env)
     try:
-        wait_until(lambda: big.alive() and ": done (600000 records)" in big.log(), 600,
+        wait_until(lambda: big.alive() and f": done ({2 * per_partition} records)" in big.log(), 600,
                    "the one batch written", poll=1)  # fmt: skip
     finally:
         big.stop()
