@@ -1,0 +1,180 @@
+"""The consumer protocol's server-side assignors (KIP-848): `uniform` and `range`.
+
+Under the consumer protocol the coordinator computes the group's target assignment
+itself, whenever the group epoch moves past the assignment's; members name the assignor
+they prefer (`group.remote.assignor`), Kafka's default being `uniform`. Both work on topic
+ids and partition counts, and are given each member's current *target* (not what it owns:
+reconciliation takes care of that, `reconciliation.py`).
+
+* `range`: Kafka's server-side range, not sticky. Members in order (static members first,
+  by instance id, then the others by member id); for each topic its subscribers get
+  contiguous ranges, the first `partitions % subscribers` of them one more. Members with
+  the same subscription and topics with equal partition counts get co-partitioned ranges.
+* `uniform`: balanced and sticky. With every member subscribing to the same topics, each
+  keeps up to its share of its current target (`total // members`, one more for as many
+  members as `total % members`, whoever already holds the extra) and the rest is dealt
+  out to members below their share. With different subscriptions, balance comes before
+  stickiness: each keeps its current target's partitions of topics it still subscribes
+  to, the rest go topic by topic (the most partitions per subscriber first) to the least
+  loaded subscriber, then partitions move from the most to the least loaded subscribers
+  of a topic while that narrows the gap.
+
+Subscribed topics that do not exist are ignored. Pure functions of plain data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+Target = dict[uuid.UUID, frozenset[int]]
+"""A member's share: topic id -> partitions."""
+TP = tuple[uuid.UUID, int]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentMember:
+    member_id: str
+    topics: frozenset[uuid.UUID]
+    instance_id: str | None = None
+    target: Mapping[uuid.UUID, Collection[int]] = field(default_factory=dict)
+    """The member's current target (what stickiness keeps)."""
+
+
+def _order(members: Sequence[AssignmentMember]) -> list[AssignmentMember]:
+    return sorted(members, key=lambda m: (m.instance_id is None, m.instance_id or "", m.member_id))
+
+
+def range_assignment(
+    members: Sequence[AssignmentMember], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Target]:
+    out: dict[str, Target] = {m.member_id: {} for m in members}
+    ordered = _order(members)
+    for topic, count in sorted(partitions.items()):
+        subscribers = [m for m in ordered if topic in m.topics]
+        if not subscribers or count <= 0:
+            continue
+        quota, extra = divmod(count, len(subscribers))
+        start = 0
+        for i, m in enumerate(subscribers):
+            n = quota + (1 if i < extra else 0)
+            if n:
+                out[m.member_id][topic] = frozenset(range(start, start + n))
+            start += n
+    return out
+
+
+def uniform_assignment(
+    members: Sequence[AssignmentMember], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Target]:
+    ordered = sorted(members, key=lambda m: m.member_id)
+    if not ordered:
+        return {}
+    if all(m.topics == ordered[0].topics for m in ordered):
+        shares = _homogeneous(ordered, partitions)
+    else:
+        shares = _heterogeneous(ordered, partitions)
+    return {m.member_id: _as_target(shares[m.member_id]) for m in ordered}
+
+
+def _as_target(tps: Collection[TP]) -> Target:
+    out: dict[uuid.UUID, set[int]] = {}
+    for topic, p in tps:
+        out.setdefault(topic, set()).add(p)
+    return {t: frozenset(ps) for t, ps in out.items()}
+
+
+def _valid(member: AssignmentMember, partitions: Mapping[uuid.UUID, int]) -> list[TP]:
+    """The member's current target within its subscription and the topics as they are."""
+    return sorted(
+        (t, p)
+        for t, ps in member.target.items()
+        if t in member.topics
+        for p in ps
+        if 0 <= p < partitions.get(t, 0)
+    )
+
+
+def _homogeneous(
+    members: list[AssignmentMember], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, list[TP]]:
+    topics = sorted(t for t in members[0].topics if partitions.get(t, 0) > 0)
+    every = [(t, p) for t in topics for p in range(partitions[t])]
+    quota, extra = divmod(len(every), len(members))
+    taken: set[TP] = set()
+    shares: dict[str, list[TP]] = {}
+    for m in members:  # stickiness: each keeps up to its share of its current target
+        keep = [tp for tp in _valid(m, partitions) if tp not in taken]
+        limit = quota + (1 if extra and len(keep) > quota else 0)
+        if len(keep) > quota and extra:
+            extra -= 1
+        shares[m.member_id] = keep[:limit]
+        taken.update(shares[m.member_id])
+    free = iter(tp for tp in every if tp not in taken)
+    for m in members:  # then everyone up to the share
+        share = shares[m.member_id]
+        while len(share) < quota:
+            share.append(next(free))
+    for m in members:  # and the extra partitions to as many members as there are
+        if not extra:
+            break
+        if len(shares[m.member_id]) == quota:
+            shares[m.member_id].append(next(free))
+            extra -= 1
+    return shares
+
+
+def _heterogeneous(
+    members: list[AssignmentMember], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, list[TP]]:
+    subscribers: dict[uuid.UUID, list[str]] = {}
+    for m in members:
+        for t in m.topics:
+            if partitions.get(t, 0) > 0:
+                subscribers.setdefault(t, []).append(m.member_id)
+    owner: dict[TP, str] = {}
+    load = {m.member_id: 0 for m in members}
+    for m in members:  # stickiness first: what it still subscribes to stays its
+        for tp in _valid(m, partitions):
+            if tp not in owner:
+                owner[tp] = m.member_id
+                load[m.member_id] += 1
+    # The rest, topic by topic: the most partitions per subscriber first, then the
+    # fewest subscribers, each partition to the least loaded subscriber.
+    order = sorted(subscribers, key=lambda t: (-partitions[t] / len(subscribers[t]),
+                                               len(subscribers[t]), t))  # fmt: skip
+    for t in order:
+        for p in range(partitions[t]):
+            if (t, p) not in owner:
+                chosen = min(subscribers[t], key=lambda mid: (load[mid], mid))
+                owner[(t, p)] = chosen
+                load[chosen] += 1
+    # Balance: move a topic's partition from the most loaded subscriber holding one to
+    # its least loaded subscriber while that narrows the gap between them (each move
+    # lowers the sum of squared loads, so this ends).
+    held: dict[tuple[uuid.UUID, str], list[int]] = {}
+    for (t, p), mid in sorted(owner.items()):
+        held.setdefault((t, mid), []).append(p)
+    moved = True
+    while moved:
+        moved = False
+        for t in order:
+            subs = subscribers[t]
+            holders = [mid for mid in subs if held.get((t, mid))]
+            if len(subs) < 2 or not holders:
+                continue
+            heavy = max(holders, key=lambda mid: (load[mid], mid))
+            light = min(subs, key=lambda mid: (load[mid], mid))
+            if load[heavy] - load[light] <= 1:
+                continue
+            p = held[(t, heavy)].pop()
+            held.setdefault((t, light), []).append(p)
+            owner[(t, p)] = light
+            load[heavy] -= 1
+            load[light] += 1
+            moved = True
+    shares: dict[str, list[TP]] = {m.member_id: [] for m in members}
+    for tp, mid in owner.items():
+        shares[mid].append(tp)
+    return shares
