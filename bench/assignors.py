@@ -21,8 +21,14 @@ Quality columns: spread = max - min partitions per member (for unequal subscript
 within each subscription class), moved as above, withheld = partitions the cooperative
 assignor leaves unassigned for the follow-up round.
 
-    python bench/assignors.py            # the full run (about 20 minutes)
-    python bench/assignors.py --quick    # a small smoke run (seconds)
+The consumer protocol's server-side `uniform` assignor (KIP-848; issue 27's goal: at
+least as fast as the classic sticky assignor at 2,000 members x 1M partitions) is timed
+beside kgroups' classic sticky assignor on the equal-subscription cases, from the same
+starting points (its input is each member's current target instead of what it owns).
+
+    python bench/assignors.py                # the full run (about 20 minutes)
+    python bench/assignors.py --quick        # a small smoke run (seconds)
+    python bench/assignors.py --server-only  # uniform beside sticky only (a minute)
 """
 
 from __future__ import annotations
@@ -96,6 +102,24 @@ def _kgroups(case: Case, strategy: str, owned: Assignment | None) -> tuple[float
     return time.perf_counter() - start, result
 
 
+def _server(case: Case, strategy: str, owned: Assignment | None) -> tuple[float, Assignment]:
+    """The uniform assignor as the coordinator calls it: topics by name (the wire's ids are
+    mapped at the edge; a UUID's hash is computed in Python, a name's is cached)."""
+    from kgroups.coordinator.core.server_assignors import AssignmentMember, uniform_assignment
+
+    members = [
+        AssignmentMember(m, frozenset(topics), None, (owned or {}).get(m, {}))
+        for m, topics in case.subscriptions().items()
+        if owned is None or m in owned
+    ]
+    partitions = {f"t{i}": case.partitions for i in range(case.topics)}
+    assert strategy == "uniform"
+    start = time.perf_counter()
+    result = uniform_assignment(members, partitions)
+    elapsed = time.perf_counter() - start
+    return elapsed, {m: {t: sorted(ps) for t, ps in a.items()} for m, a in result.items()}
+
+
 class _Cluster:
     def __init__(self, case: Case) -> None:
         self.parts = {f"t{i}": set(range(case.partitions)) for i in range(case.topics)}
@@ -167,7 +191,7 @@ def _child(peer: str, case: Case, strategy: str, leave: bool, out: Any) -> None:
         if leave:  # the starting point: kgroups' fresh assignment (untimed), first one gone
             _, fresh = _kgroups(case, "sticky", None)
             owned = {m: a for m, a in fresh.items() if m != "m00000"}
-        run = _kgroups if peer == "kgroups" else _kafka_python
+        run = {"kgroups": _kgroups, "server": _server}.get(peer, _kafka_python)
         elapsed, result = run(case, strategy, owned)
         peak = _maxrss_mb()
         out.put(("ok", elapsed, peak, quality(case, owned, result)))
@@ -229,6 +253,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     parser.add_argument("--timeout", type=float, default=120, help="per peer run, seconds")
     parser.add_argument("--trials", type=int, default=3, help="kgroups trials per case")
+    parser.add_argument("--server-only", action="store_true",
+                        help="only the server-side uniform assignor beside sticky")  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         sticky_cases = [
@@ -248,6 +274,9 @@ def main() -> None:
         ]
         big = [Case("2000x1M equal", 2000, 500, 2000, "equal", 2.0)]
         timeout = args.timeout
+    if args.server_only:
+        server_side([c for c in sticky_cases if c.pattern == "equal"], args.trials, timeout)
+        return
     rows: list[tuple[str, str, str, Result, float]] = []
     for case in sticky_cases:
         trials = args.trials
@@ -279,6 +308,26 @@ def main() -> None:
         if row[1] == "kafka-python" and ours and theirs and ours.seconds and theirs.seconds:
             ratio = f"{median(ours.seconds) / median(theirs.seconds):.4f}"
         print_row(row, ratio=ratio)
+    server_side([c for c in sticky_cases if c.pattern == "equal"], args.trials, timeout)
+
+
+def server_side(cases: list[Case], trials: int, timeout: float) -> None:
+    """The consumer protocol's uniform assignor beside kgroups' classic sticky one."""
+    print("\nServer-side uniform (KIP-848) beside the classic sticky assignor (kgroups)")
+    print(f"{'scenario':<34}{'sticky s':>10}{'uniform s':>11}{'spread':>8}{'moved':>7}"
+          f"{'uniform/sticky':>16}")  # fmt: skip
+    for case in cases:
+        for leave in (False, True):
+            sticky = measure("kgroups", case, "sticky", leave, trials, timeout)
+            uniform = measure("server", case, "uniform", leave, trials, timeout)
+            label = f"{case.label} {'one leaves' if leave else 'fresh'}"
+            if not (sticky.seconds and uniform.seconds):
+                print(f"{label:<34}  sticky {sticky.status}, uniform {uniform.status}", flush=True)
+                continue
+            a, b = median(sticky.seconds), median(uniform.seconds)
+            q = uniform.quality
+            print(f"{label:<34}{a:>10.3f}{b:>11.3f}{q['spread']:>8}{q['moved']:>7}{b / a:>16.2f}",
+                  flush=True)  # fmt: skip
 
 
 def print_row(

@@ -24,34 +24,38 @@ Subscribed topics that do not exist are ignored. Pure functions of plain data.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-Target = dict[uuid.UUID, frozenset[int]]
-"""A member's share: topic id -> partitions."""
-TP = tuple[uuid.UUID, int]
+K = TypeVar("K", str, uuid.UUID)
+"""How topics are named: by id, as on the wire, or by name (hashed far faster than a
+UUID, whose hash is computed in Python: a million of them cost a second)."""
+Target = dict[K, tuple[int, ...]]
+"""A member's share: topic -> its partitions, in order (tuples: a million one-partition
+shares as sets cost several times as much to make)."""
+TP = tuple[K, int]
 
 
 @dataclass(frozen=True, slots=True)
-class AssignmentMember:
+class AssignmentMember(Generic[K]):
     member_id: str
-    topics: frozenset[uuid.UUID]
+    topics: frozenset[K]
     instance_id: str | None = None
-    target: Mapping[uuid.UUID, Collection[int]] = field(default_factory=dict)
+    target: Mapping[K, Collection[int]] = field(default_factory=dict)
     """The member's current target (what stickiness keeps)."""
 
 
-def _order(members: Sequence[AssignmentMember]) -> list[AssignmentMember]:
+def _order(members: Sequence[AssignmentMember[K]]) -> list[AssignmentMember[K]]:
     return sorted(members, key=lambda m: (m.instance_id is None, m.instance_id or "", m.member_id))
 
 
 def range_assignment(
-    members: Sequence[AssignmentMember], partitions: Mapping[uuid.UUID, int]
-) -> dict[str, Target]:
-    out: dict[str, Target] = {m.member_id: {} for m in members}
+    members: Sequence[AssignmentMember[K]], partitions: Mapping[K, int]
+) -> dict[str, Target[K]]:
+    out: dict[str, Target[K]] = {m.member_id: {} for m in members}
     ordered = _order(members)
     for topic, count in sorted(partitions.items()):
         subscribers = [m for m in ordered if topic in m.topics]
@@ -62,14 +66,14 @@ def range_assignment(
         for i, m in enumerate(subscribers):
             n = quota + (1 if i < extra else 0)
             if n:
-                out[m.member_id][topic] = frozenset(range(start, start + n))
+                out[m.member_id][topic] = tuple(range(start, start + n))
             start += n
     return out
 
 
 def uniform_assignment(
-    members: Sequence[AssignmentMember], partitions: Mapping[uuid.UUID, int]
-) -> dict[str, Target]:
+    members: Sequence[AssignmentMember[K]], partitions: Mapping[K, int]
+) -> dict[str, Target[K]]:
     ordered = sorted(members, key=lambda m: m.member_id)
     if not ordered:
         return {}
@@ -79,14 +83,14 @@ def uniform_assignment(
     return {m.member_id: _as_target(shares[m.member_id]) for m in ordered}
 
 
-def _as_target(tps: Collection[TP]) -> Target:
-    out: dict[uuid.UUID, set[int]] = {}
+def _as_target(tps: Collection[TP[K]]) -> Target[K]:
+    out: dict[K, set[int]] = {}
     for topic, p in tps:
         out.setdefault(topic, set()).add(p)
-    return {t: frozenset(ps) for t, ps in out.items()}
+    return {t: tuple(sorted(ps)) for t, ps in out.items()}
 
 
-def _valid(member: AssignmentMember, partitions: Mapping[uuid.UUID, int]) -> list[TP]:
+def _valid(member: AssignmentMember[K], partitions: Mapping[K, int]) -> list[TP[K]]:
     """The member's current target within its subscription and the topics as they are."""
     return sorted(
         (t, p)
@@ -98,12 +102,12 @@ def _valid(member: AssignmentMember, partitions: Mapping[uuid.UUID, int]) -> lis
 
 
 def _homogeneous(
-    members: list[AssignmentMember], partitions: Mapping[uuid.UUID, int]
-) -> dict[str, Target]:
+    members: list[AssignmentMember[K]], partitions: Mapping[K, int]
+) -> dict[str, Target[K]]:
     """Partitions as integers (a topic's first partition at its `base`), flags for what is
     taken: a million partitions take about a second, as the classic sticky assignor's."""
     topics = sorted(t for t in members[0].topics if partitions.get(t, 0) > 0)
-    base: dict[uuid.UUID, int] = {}
+    base: dict[K, int] = {}
     total = 0
     for t in topics:
         base[t] = total
@@ -114,10 +118,13 @@ def _homogeneous(
     for m in members:  # stickiness: each keeps up to its share of its current target
         keep: list[int] = []
         for t, ps in m.target.items():
-            first, count = base.get(t), partitions.get(t, 0)
+            first = base.get(t)
             if first is None:
                 continue
-            keep.extend(first + p for p in ps if 0 <= p < count and not taken[first + p])
+            count = partitions[t]
+            for p in ps:
+                if 0 <= p < count and not taken[first + p]:
+                    keep.append(first + p)
         keep.sort()
         if len(keep) > quota:
             limit = quota + 1 if extra else quota
@@ -139,31 +146,30 @@ def _homogeneous(
             share.append(next(free))
             extra -= 1
     starts = [base[t] for t in topics]
-    out: dict[str, Target] = {}
+    topic_of = list(itertools.chain.from_iterable(
+        itertools.repeat(k, partitions[t]) for k, t in enumerate(topics)))  # fmt: skip
+    out: dict[str, Target[K]] = {}
     for mid, share in shares.items():
-        share.sort()
-        target: Target = {}
-        i = 0
-        while i < len(share):
-            k = bisect.bisect_right(starts, share[i]) - 1
-            t, first = topics[k], starts[k]
-            end = first + partitions[t]
-            j = bisect.bisect_left(share, end, i)
-            target[t] = frozenset(g - first for g in share[i:j])
-            i = j
-        out[mid] = target
+        by_topic: dict[int, list[int]] = {}
+        for g in share:
+            k = topic_of[g]
+            found = by_topic.get(k)
+            if found is None:
+                by_topic[k] = found = []
+            found.append(g - starts[k])
+        out[mid] = {topics[k]: tuple(ps) for k, ps in by_topic.items()}
     return out
 
 
 def _heterogeneous(
-    members: list[AssignmentMember], partitions: Mapping[uuid.UUID, int]
-) -> dict[str, list[TP]]:
-    subscribers: dict[uuid.UUID, list[str]] = {}
+    members: list[AssignmentMember[K]], partitions: Mapping[K, int]
+) -> dict[str, list[TP[K]]]:
+    subscribers: dict[K, list[str]] = {}
     for m in members:
         for t in m.topics:
             if partitions.get(t, 0) > 0:
                 subscribers.setdefault(t, []).append(m.member_id)
-    owner: dict[TP, str] = {}
+    owner: dict[TP[K], str] = {}
     load = {m.member_id: 0 for m in members}
     for m in members:  # stickiness first: what it still subscribes to stays its
         for tp in _valid(m, partitions):
@@ -183,7 +189,7 @@ def _heterogeneous(
     # Balance: move a topic's partition from the most loaded subscriber holding one to
     # its least loaded subscriber while that narrows the gap between them (each move
     # lowers the sum of squared loads, so this ends).
-    held: dict[tuple[uuid.UUID, str], list[int]] = {}
+    held: dict[tuple[K, str], list[int]] = {}
     for (t, p), mid in sorted(owner.items()):
         held.setdefault((t, mid), []).append(p)
     moved = True
@@ -204,7 +210,7 @@ def _heterogeneous(
             load[heavy] -= 1
             load[light] += 1
             moved = True
-    shares: dict[str, list[TP]] = {m.member_id: [] for m in members}
+    shares: dict[str, list[TP[K]]] = {m.member_id: [] for m in members}
     for tp, mid in owner.items():
         shares[mid].append(tp)
     return shares
