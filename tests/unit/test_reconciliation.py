@@ -229,3 +229,11 @@ def test_without_withholding_held_partitions_two_clients_own_one(
 def every_seed(seeds: int) -> None:
     for seed in range(seeds):
         run(seed)
+
+
+def test_topics_may_be_named_instead_of_identified() -> None:
+    """The core may key topics by name (hashed far faster than a UUID)."""
+    a: MemberAssignment[str] = MemberAssignment()
+    a = reconcile(a, target_epoch=1, target={"t": {0, 1}}, subscribed={"t"},
+                  holder_epoch=lambda topic, p: FREE if p == 0 else 1, owned={})  # fmt: skip
+    assert (a.epoch, a.state, a.assigned) == (1, MemberState.UNRELEASED_PARTITIONS, {"t": {0: 1}})

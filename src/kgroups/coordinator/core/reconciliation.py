@@ -27,11 +27,14 @@ import enum
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-Partitions = Mapping[uuid.UUID, Mapping[int, int]]
-"""Topic id -> partition -> the epoch at which it was assigned to the member."""
-Owned = Mapping[uuid.UUID, Collection[int]]
-"""Topic id -> the partitions a member reports owning."""
+K = TypeVar("K", str, uuid.UUID)
+"""How topics are named: by id, as on the wire, or by name (see `server_assignors`)."""
+Partitions = Mapping[K, Mapping[int, int]]
+"""Topic -> partition -> the epoch at which it was assigned to the member."""
+Owned = Mapping[K, Collection[int]]
+"""Topic -> the partitions a member reports owning."""
 FREE = -1
 """`holder_epoch` of a partition nobody holds."""
 
@@ -54,30 +57,30 @@ class FencedMemberEpoch(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class MemberAssignment:
+class MemberAssignment(Generic[K]):
     """Where a member stands: its epoch, the one before, its state, what it may use now
     and what it must still release."""
 
     epoch: int = 0
     previous_epoch: int = -1
     state: MemberState = MemberState.STABLE
-    assigned: Partitions = field(default_factory=dict)
-    revoking: Partitions = field(default_factory=dict)
+    assigned: Partitions[K] = field(default_factory=dict)
+    revoking: Partitions[K] = field(default_factory=dict)
 
     def reconciled_to(self, target_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.epoch == target_epoch
 
 
 def reconcile(
-    member: MemberAssignment,
+    member: MemberAssignment[K],
     *,
     target_epoch: int,
-    target: Mapping[uuid.UUID, Collection[int]],
-    subscribed: Collection[uuid.UUID],
-    holder_epoch: Callable[[uuid.UUID, int], int],
-    owned: Owned | None,
+    target: Mapping[K, Collection[int]],
+    subscribed: Collection[K],
+    holder_epoch: Callable[[K, int], int],
+    owned: Owned[K] | None,
     subscription_changed: bool = False,
-) -> MemberAssignment:
+) -> MemberAssignment[K]:
     """The member after one heartbeat: `target` is its share of the group's target
     assignment at `target_epoch`; `subscribed` the topics it subscribes to now (a target
     partition of any other topic is not its any more). Raises `FencedMemberEpoch` for a
@@ -101,7 +104,7 @@ def reconcile(
     return step.next_assignment(target_epoch)
 
 
-def _still_owns(partitions: Partitions, owned: Owned | None) -> bool:
+def _still_owns(partitions: Partitions[K], owned: Owned[K] | None) -> bool:
     """Whether the member still owns any of `partitions` (not saying counts as yes)."""
     if owned is None:
         return any(partitions.values())
@@ -109,22 +112,22 @@ def _still_owns(partitions: Partitions, owned: Owned | None) -> bool:
 
 
 @dataclass(slots=True)
-class _Step:
-    member: MemberAssignment
+class _Step(Generic[K]):
+    member: MemberAssignment[K]
     target_epoch: int
-    target: Mapping[uuid.UUID, Collection[int]]
-    subscribed: Collection[uuid.UUID]
-    holder_epoch: Callable[[uuid.UUID, int], int]
-    owned: Owned | None
+    target: Mapping[K, Collection[int]]
+    subscribed: Collection[K]
+    holder_epoch: Callable[[K, int], int]
+    owned: Owned[K] | None
 
-    def next_assignment(self, member_epoch: int) -> MemberAssignment:
+    def next_assignment(self, member_epoch: int) -> MemberAssignment[K]:
         """Kafka's `computeNextAssignment`: keep what stays, revoke what goes, add what is
         new and free; the epoch moves to the target's only once nothing is left to revoke
         (`member_epoch` is where it stays until then)."""
         member = self.member
-        kept: dict[uuid.UUID, dict[int, int]] = {}
-        revoking: dict[uuid.UUID, dict[int, int]] = {}
-        adding: dict[uuid.UUID, set[int]] = {}
+        kept: dict[K, dict[int, int]] = {}
+        revoking: dict[K, dict[int, int]] = {}
+        adding: dict[K, set[int]] = {}
         unreleased = False
         for topic in set(self.target) | set(member.assigned):
             wanted = set(self.target.get(topic, ())) if topic in self.subscribed else set()
@@ -150,7 +153,7 @@ class _Step:
         state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
         return MemberAssignment(self.target_epoch, member.epoch, state, kept, {})
 
-    def drop_unsubscribed(self) -> MemberAssignment:
+    def drop_unsubscribed(self) -> MemberAssignment[K]:
         """Kafka's `updateCurrentAssignment`, on a subscription change: the partitions of
         topics the member no longer subscribes to go to revocation at once, at its epoch
         (if it still owns any; if not, they are simply no longer its)."""
