@@ -151,17 +151,24 @@ class Conn:
 SHARD_OF = {"g": 1, "h": 2}.__getitem__
 
 
+async def replica_writer(store: Store) -> tuple[OrderedWriter, list[frozenset[int]]]:
+    """An open writer as a replica's is (groups in shards), and the shards it reports
+    refused."""
+    writer = OrderedWriter(store, CoordinatorMetrics(lambda: None, lambda: 0, lambda: 0.0),
+                           on_failure=lambda exc: None)  # fmt: skip
+    await writer.open()
+    writer.shard_of = SHARD_OF
+    fenced: list[frozenset[int]] = []
+    writer.on_fenced = fenced.append
+    return writer, fenced
+
+
 def test_answers_queued_behind_a_refused_write_about_its_shard_are_not_given(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> dict[str, Conn]:
         store = RefusingStore(tmp_path, SHARD_OF("g"))
-        writer = OrderedWriter(store, CoordinatorMetrics(lambda: None, lambda: 0, lambda: 0.0),
-                               on_failure=lambda exc: None)  # fmt: skip
-        await writer.open()
-        writer.shard_of = SHARD_OF
-        fenced: list[frozenset[int]] = []
-        writer.on_fenced = fenced.append
+        writer, fenced = await replica_writer(store)
         conns = {name: Conn() for name in ("commit", "sync", "other-group", "no-group")}
         loop = asyncio.get_running_loop()
         for ref, (name, group) in enumerate(
@@ -210,12 +217,7 @@ def test_a_write_of_a_stale_view_of_the_topics_is_not_acknowledged_and_the_rest_
 
     async def scenario() -> tuple[dict[str, Conn], list[frozenset[int]], list[Record]]:
         store = MovedStore(tmp_path)
-        writer = OrderedWriter(store, CoordinatorMetrics(lambda: None, lambda: 0, lambda: 0.0),
-                               on_failure=lambda exc: None)  # fmt: skip
-        await writer.open()
-        writer.shard_of = SHARD_OF
-        fenced: list[frozenset[int]] = []
-        writer.on_fenced = fenced.append
+        writer, fenced = await replica_writer(store)
         conns = {name: Conn() for name in ("delete-topic", "commit")}
         loop = asyncio.get_running_loop()
         writer.pending[1] = Pending(conns["delete-topic"], 12, 4, 1, loop.time(), None)  # type: ignore[arg-type]

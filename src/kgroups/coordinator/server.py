@@ -549,7 +549,7 @@ class CoordinatorServer:
         except MalformedFrame as exc:
             conn.abort(str(exc))
             return
-        if type(body) in CLUSTER_WRITES and self._replication is not None:
+        if self._replication is not None and type(body) in CLUSTER_WRITES:
             # Authorized and judged on the cluster's current topics and group settings,
             # not on what this replica last read of them (the connection waits, in order).
             client_id = request.client_id
