@@ -13,6 +13,8 @@ from tests.postgres import PostgresServer
 FAST = (
     "--initial-rebalance-delay-ms", "300",
     "--min-session-timeout-ms", "1000",
+    "--consumer-session-timeout-ms", "6000",
+    "--consumer-heartbeat-interval-ms", "500",
     "--log-level", "INFO",
 )  # fmt: skip
 

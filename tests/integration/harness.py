@@ -280,9 +280,11 @@ class Member:
                  client_id: str, strategy: str = "range", instance_id: str | None = None,
                  session_timeout_ms: int = 4000,
                  metadata_max_age_ms: int | None = None,
-                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+                 env: dict[str, str] | None = None,
+                 extra: Iterable[str] = ()) -> None:  # fmt: skip
         """`env`: more environment, e.g. KGROUPS_* security settings (member.py maps them
-        to each client library's own)."""
+        to each client library's own); `extra`: more arguments for the member (e.g. the
+        Java member's `--group-protocol consumer`)."""
         self.name = client_id
         args = [
             "--bootstrap", bootstrap, "--group", group, "--topics", ",".join(topics),
@@ -293,6 +295,7 @@ class Member:
             args += ["--metadata-max-age-ms", str(metadata_max_age_ms)]
         if instance_id is not None:
             args += ["--instance-id", instance_id]
+        args += list(extra)
         if client == "java" and env:
             args += java_security_args(env)
             env = java_environment(env)

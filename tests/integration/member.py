@@ -366,11 +366,13 @@ def librdkafka_error(error: Any) -> dict[str, str]:
 def run_confluent(args: argparse.Namespace) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    if args.strategy not in LIBRDKAFKA_STRATEGIES:
+    consumer_protocol = args.group_protocol == "consumer"
+    if not consumer_protocol and args.strategy not in LIBRDKAFKA_STRATEGIES:
         emit(event="failed", error=f"librdkafka has no {args.strategy!r} assignor; it has "
              f"{', '.join(LIBRDKAFKA_STRATEGIES)}")  # fmt: skip
         sys.exit(2)
-    cooperative = args.strategy == "cooperative-sticky"
+    # Under Kafka 4's consumer protocol assignments change incrementally, as cooperative.
+    cooperative = consumer_protocol or args.strategy == "cooperative-sticky"
     reported: set[str] = set()
     pending_async: list[int] = []  # offsets of async commits not yet called back, in order
 
@@ -397,15 +399,19 @@ def run_confluent(args: argparse.Namespace) -> None:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "client.id": args.client_id,
-        "partition.assignment.strategy": args.strategy,
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": args.heartbeat_interval_ms,
         "max.poll.interval.ms": args.max_poll_interval_ms,
         "topic.metadata.refresh.interval.ms": args.metadata_max_age_ms,
         "enable.auto.commit": False,
         "on_commit": on_commit,
         "error_cb": lambda error: report_once("client_error", error),
     }
+    if consumer_protocol:
+        # The coordinator assigns and sets the timeouts: librdkafka refuses these then.
+        config["group.protocol"] = "consumer"
+    else:
+        config["partition.assignment.strategy"] = args.strategy
+        config["session.timeout.ms"] = args.session_timeout_ms
+        config["heartbeat.interval.ms"] = args.heartbeat_interval_ms
     if args.instance_id is not None:
         config["group.instance.id"] = args.instance_id
     config.update(security("confluent"))
@@ -441,10 +447,19 @@ def run_confluent(args: argparse.Namespace) -> None:
     )
     commands = stdin_commands()
     signal.signal(signal.SIGTERM, lambda *_: commands.put("close"))
+    generation = -1
     while True:
         message = consumer.poll(0.1)  # serves the rebalance and commit callbacks
         if message is not None and message.error() is not None:
             report_once("poll_error", message.error())
+        if consumer_protocol:
+            # A member's epoch moves without a callback when nothing of its own changes.
+            owned = consumer.assignment()
+            now = librdkafka_generation(consumer)
+            if owned and now != generation:
+                generation = now
+                emit(event="generation", generation=now, member_id=consumer.memberid(),
+                     partitions=tps(owned))  # fmt: skip
         try:
             command = commands.get_nowait()
         except queue.Empty:
@@ -489,6 +504,8 @@ def main() -> None:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--max-poll-interval-ms", type=int, default=30000)
     parser.add_argument("--metadata-max-age-ms", type=int, default=300000)
+    parser.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
+                        help="confluent only: Kafka 4's consumer protocol (KIP-848)")  # fmt: skip
     args = parser.parse_args()
     emit(event="started", at=time.time())
     if args.client == "kafka-python":

@@ -36,7 +36,10 @@ def test_overrides_show_in_describe_configs_beside_the_defaults() -> None:
         "group.initial.rebalance.delay.ms",
         "group.max.size",
         "offsets.retention.minutes",
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
     }
+    assert configs["consumer.session.timeout.ms"] == ("45000", DEFAULT_SOURCE)
     assert ctx.group_config("other")["group.max.size"] == (str(2**31 - 1), DEFAULT_SOURCE)
 
 

@@ -28,6 +28,8 @@ def test_the_charts_coordinator_defaults_are_kafkas() -> None:
         "maxSessionTimeoutMs": COORDINATOR.max_session_timeout_ms,
         "maxGroupSize": COORDINATOR.max_size,
         "offsetsRetentionMinutes": COORDINATOR.offsets_retention_minutes,
+        "consumerSessionTimeoutMs": COORDINATOR.consumer_session_timeout_ms,
+        "consumerHeartbeatIntervalMs": COORDINATOR.consumer_heartbeat_interval_ms,
     }
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
+from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.wire import DECODERS, api_versions_frame, decode, encode, refused_produce
@@ -89,6 +90,36 @@ RESPONSES: dict[int, Any] = {
     ),
     ApiKey.DESCRIBE_CONFIGS: mk.DescribeConfigsResponse(
         (mk.DescribedResource(32, "g", entries=(mk.ConfigEntry("group.max.size", "5", 8),)),)
+    ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: mn.ConsumerHeartbeatResponse(
+        E.none, None, "m", 5, 5000, (mn.AssignedTopic(TID, "t", (0, 2)),)
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: mn.ConsumerDescribeResponse(
+        (
+            mn.DescribedConsumerGroup(
+                "g",
+                E.none,
+                None,
+                "Reconciling",
+                4,
+                4,
+                "uniform",
+                (
+                    mn.DescribedConsumerMember(
+                        "m",
+                        "i",
+                        "r",
+                        3,
+                        "c",
+                        "/h",
+                        ("t",),
+                        None,
+                        (mn.AssignedTopic(TID, "t", (0,)),),
+                        (mn.AssignedTopic(TID, "t", (0, 1)),),
+                    ),
+                ),
+            ),
+        )
     ),
 }
 
@@ -204,6 +235,12 @@ FULL_REQUESTS: dict[int, dict[str, Any]] = {
     ApiKey.DESCRIBE_CONFIGS: {
         "resources": [{"resource_type": 32, "resource_name": "g", "configuration_keys": ["group.max.size"]}],
     },
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: {
+        "group_id": "g", "member_id": "m", "member_epoch": 3, "instance_id": "i", "rack_id": "r",
+        "rebalance_timeout": 30000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": "t.*",
+        "server_assignor": "range", "topic_partitions": [{"topic_id": TID, "partitions": [0, 2]}],
+    },
+    ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": ["g"], "include_authorized_operations": True},
 }  # fmt: skip
 
 
@@ -272,6 +309,21 @@ def test_every_request_version_decodes_through_a_real_frame(key: int, version: i
     elif key == ApiKey.DESCRIBE_CONFIGS:
         assert isinstance(core, mk.DescribeConfigsRequest)
         assert core.resources == (mk.DescribeConfigsResource(32, "g", ("group.max.size",)),)
+    elif key == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        assert core == mn.ConsumerHeartbeatRequest(
+            "g",
+            "m",
+            3,
+            "i",
+            "r",
+            30000,
+            ("t",),
+            "t.*" if version >= 1 else None,
+            "range",
+            ((TID, (0, 2)),),
+        )
+    elif key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        assert core == mn.ConsumerDescribeRequest(("g",), True)
     elif key == ApiKey.LIST_GROUPS:
         assert isinstance(core, mg.ListGroupsRequest)
         assert core.states_filter == (("stable",) if "states_filter" in has else ())

@@ -1,10 +1,19 @@
-// A real Java KafkaConsumer (classic group protocol) as a group member, for interop tests:
-// the reference client every other one imitates, so kgroups is checked against it.
+// A real Java KafkaConsumer as a group member, for interop tests: the reference client
+// every other one imitates, so kgroups is checked against it.
 //
 //   java -cp <libs>/*:<classes> JavaMember --bootstrap H:P --group G --topics a,b
 //        --client-id X [--strategy range|roundrobin|sticky|cooperative-sticky]
 //        [--instance-id Y] [--session-timeout-ms 6000] [--heartbeat-interval-ms 1000]
 //        [--max-poll-interval-ms 30000] [--commit N]
+//        [--group-protocol classic|consumer] [--remote-assignor uniform|range]
+//        [--pattern REGEX]
+//
+// With --group-protocol consumer (Kafka 4's KIP-848 protocol) the coordinator assigns:
+// --strategy, --session-timeout-ms and --heartbeat-interval-ms are not sent (the client
+// refuses them), --remote-assignor names the server-side assignor, and "generation" in
+// the events is the member epoch. --pattern (consumer protocol) subscribes to a
+// SubscriptionPattern, which the coordinator resolves (RE2J, whole-name match) instead of
+// --topics.
 //
 // It prints one JSON object per line on stdout (flushed), and nothing else goes there:
 //   {"event":"started"}
@@ -42,6 +51,7 @@ import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -122,10 +132,15 @@ public final class JavaMember {
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args.get("bootstrap"));
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args.get("group"));
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, args.get("client-id"));
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategy);
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, args.getOrDefault("session-timeout-ms", "6000"));
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, args.getOrDefault("heartbeat-interval-ms", "1000"));
+        String protocol = args.getOrDefault("group-protocol", "classic");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        if (protocol.equals("classic")) {
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategy);
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, args.getOrDefault("session-timeout-ms", "6000"));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, args.getOrDefault("heartbeat-interval-ms", "1000"));
+        } else if (args.containsKey("remote-assignor")) {
+            props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, args.get("remote-assignor"));
+        }
         props.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, args.getOrDefault("max-poll-interval-ms", "30000"));
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -172,7 +187,7 @@ public final class JavaMember {
         });
 
         boolean[] assignedSinceCommit = {false};
-        consumer.subscribe(Arrays.asList(args.get("topics").split(",")), new ConsumerRebalanceListener() {
+        ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> revoked) {
                 emit("{\"event\":\"revoked\",\"partitions\":" + partitions(revoked) + "}");
@@ -192,7 +207,12 @@ public final class JavaMember {
                     + ",\"added\":" + partitions(added) + "}");
                 assignedSinceCommit[0] = true;
             }
-        });
+        };
+        if (args.containsKey("pattern")) {
+            consumer.subscribe(new SubscriptionPattern(args.get("pattern")), listener);
+        } else {
+            consumer.subscribe(Arrays.asList(args.get("topics").split(",")), listener);
+        }
         emit("{\"event\":\"started\"}");
 
         int lastGeneration = -1;

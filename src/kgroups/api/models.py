@@ -186,6 +186,21 @@ class GroupSettings(_Model):
         description="How long committed offsets outlive an empty group; Kafka's "
         "offsets.retention.minutes.",
     )
+    consumerSessionTimeoutMs: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT_MAX,
+        description="How long a member of Kafka 4's consumer protocol (group.protocol="
+        "consumer) lives without a heartbeat; Kafka's group config "
+        "consumer.session.timeout.ms.",
+    )
+    consumerHeartbeatIntervalMs: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT_MAX,
+        description="How often consumer-protocol members heartbeat (the coordinator tells "
+        "them; below the session timeout); Kafka's consumer.heartbeat.interval.ms.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra=_rules(

@@ -228,6 +228,21 @@ def coordinator(
     offsets_retention_minutes: Annotated[
         int, typer.Option(help=GroupConfig.OFFSETS_RETENTION_MINUTES)
     ] = COORDINATOR.offsets_retention_minutes,
+    consumer_session_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            help="group.consumer.session.timeout.ms: how long a member of Kafka 4's consumer "
+            "protocol lives without a heartbeat (a group overrides it with "
+            f"{GroupConfig.CONSUMER_SESSION_TIMEOUT_MS})."
+        ),
+    ] = COORDINATOR.consumer_session_timeout_ms,
+    consumer_heartbeat_interval_ms: Annotated[
+        int,
+        typer.Option(
+            help="group.consumer.heartbeat.interval.ms: how often consumer-protocol members "
+            f"are told to heartbeat ({GroupConfig.CONSUMER_HEARTBEAT_INTERVAL_MS} per group)."
+        ),
+    ] = COORDINATOR.consumer_heartbeat_interval_ms,
     auto_create_topics: Annotated[
         bool, typer.Option(help="Create unknown topics on Metadata requests that allow it.")
     ] = False,
@@ -353,6 +368,8 @@ def coordinator(
         max_group_record_bytes=max_group_record_bytes,
         offsets_retention_minutes=offsets_retention_minutes,
         auto_create_topics_enable=auto_create_topics,
+        group_consumer_session_timeout_ms=consumer_session_timeout_ms,
+        group_consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
     )
     try:
         config.validate()

@@ -44,6 +44,8 @@ SETTING_NAMES = {
     "initialRebalanceDelayMs": GroupConfig.INITIAL_REBALANCE_DELAY_MS,
     "maxSize": GroupConfig.MAX_SIZE,
     "offsetsRetentionMinutes": GroupConfig.OFFSETS_RETENTION_MINUTES,
+    "consumerSessionTimeoutMs": GroupConfig.CONSUMER_SESSION_TIMEOUT_MS,
+    "consumerHeartbeatIntervalMs": GroupConfig.CONSUMER_HEARTBEAT_INTERVAL_MS,
 }
 """ConsumerGroup spec.settings field -> the coordinator's per-group config name."""
 POLL_INTERVAL_S = 1.0

@@ -41,6 +41,8 @@ class ApiKey:
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 _NAMES = {
@@ -67,6 +69,8 @@ _NAMES = {
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
     ApiKey.OFFSET_DELETE: "offset_delete",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "consumer_group_heartbeat",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "consumer_group_describe",
 }
 
 

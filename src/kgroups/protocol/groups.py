@@ -49,6 +49,9 @@ class GroupConfig(enum.StrEnum):
     INITIAL_REBALANCE_DELAY_MS = "group.initial.rebalance.delay.ms"
     MAX_SIZE = "group.max.size"
     OFFSETS_RETENTION_MINUTES = "offsets.retention.minutes"
+    CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+    """Kafka 4's group config for consumer-protocol groups (KIP-848)."""
+    CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,10 @@ class CoordinatorDefaults:
     max_record_bytes: int = 1_048_588
     """message.max.bytes: the bound a group's record in __consumer_offsets meets."""
     max_groups_per_principal: int = 1000
+    consumer_session_timeout_ms: int = 45_000
+    """group.consumer.session.timeout.ms (consumer-protocol members)."""
+    consumer_heartbeat_interval_ms: int = 5_000
+    """group.consumer.heartbeat.interval.ms: told to consumer-protocol members."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,8 @@ GROUP_NOT_FOUND_FROM = 6
 AUTHORIZED_OPERATIONS_FROM = 3
 """DescribeGroups versions that can ask for each group's authorized operations (KIP-430)."""
 CLASSIC = "classic"
+CONSUMER = "consumer"
+"""A consumer-protocol group's type, and its protocol type (Kafka's `ModernGroup`)."""
 
 
 def handle_describe(core: Core, ctx: RequestContext, req: DescribeGroupsRequest) -> None:
@@ -117,6 +119,12 @@ def handle_list(core: Core, ctx: RequestContext, req: ListGroupsRequest) -> None
         if (not states or g.state.lower in states)
         and (not types or CLASSIC in types)
         and (everything or group_allowed(ctx, Operation.DESCRIBE, g.group_id))
+    ) + tuple(
+        ListedGroup(c.group_id, CONSUMER, c.state.value, CONSUMER)
+        for c in core.consumer_groups.values()
+        if (not states or c.state.value.lower() in states)
+        and (not types or CONSUMER in types)
+        and (everything or group_allowed(ctx, Operation.DESCRIBE, c.group_id))
     )
     core.out.reply(ctx.ref, ListGroupsResponse(listed))
 
@@ -132,6 +140,15 @@ def handle_delete(core: Core, ctx: RequestContext, req: DeleteGroupsRequest) -> 
 
 
 def _delete(core: Core, group_id: str) -> ErrorCode:
+    consumer = core.consumer_groups.get(group_id)
+    if consumer is not None:
+        if consumer.members:
+            return ErrorCode.non_empty_group
+        delete_all_offsets(core, group_id)
+        ownership.drop_consumer(core, group_id)
+        core.out.persist(GroupRecord(group_id, None))
+        set_overrides(core, group_id, {})
+        return ErrorCode.none
     group = core.groups.get(group_id)
     if group is None or group.state is GroupState.DEAD:
         return ErrorCode.group_id_not_found

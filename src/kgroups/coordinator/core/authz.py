@@ -46,6 +46,7 @@ from typing import Any
 
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
+from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.context import Core
@@ -128,7 +129,7 @@ def config_refusal(resource_type: int) -> ErrorCode:
 
 def topic_name(core: Core, name: str | None, topic_id: uuid.UUID | None) -> str | None:
     """The name a request's topic is authorized under: its own, or its id's, if known."""
-    if name is None and topic_id is not None:
+    if not name and topic_id is not None and topic_id.int:
         return core.topic_names_by_id.get(topic_id)
     return name
 
@@ -191,7 +192,7 @@ def _describe_groups(core: Core, req: mg.DescribeGroupsRequest) -> Iterator[Acti
 
 def _list_groups(core: Core, req: mg.ListGroupsRequest) -> Iterator[Action]:
     yield cluster(Operation.DESCRIBE)
-    for group_id in core.groups:
+    for group_id in [*core.groups, *core.consumer_groups]:
         yield group(Operation.DESCRIBE, group_id)
 
 
@@ -272,7 +273,23 @@ def _topics(
             yield topic(operation, resolved)
 
 
+def _consumer_heartbeat(core: Core, req: mn.ConsumerHeartbeatRequest) -> Iterator[Action]:
+    yield group(Operation.READ, req.group_id)
+    for name in req.subscribed_topic_names or ():
+        yield topic(Operation.DESCRIBE, name)
+
+
+def _consumer_describe(core: Core, req: mn.ConsumerDescribeRequest) -> Iterator[Action]:
+    for group_id in req.group_ids:
+        yield group(Operation.DESCRIBE, group_id)
+        if req.include_authorized_operations:
+            for op in SUPPORTED[ResourceType.GROUP]:
+                yield group(op, group_id)
+
+
 _NEEDS: Mapping[type, Callable[[Core, Any], Iterable[Action]]] = {
+    mn.ConsumerHeartbeatRequest: _consumer_heartbeat,
+    mn.ConsumerDescribeRequest: _consumer_describe,
     mg.JoinGroupRequest: _group_read,
     mg.SyncGroupRequest: _group_read,
     mg.HeartbeatRequest: _group_read,

@@ -300,8 +300,11 @@ def handle_metadata(core: Core, ctx: RequestContext, req: MetadataRequest) -> No
         auto_create = req.allow_auto_topic_creation and core.config.auto_create_topics_enable
         out: list[TopicMetadata] = []
         for ref in req.topics:
-            name, by_id = ref.name, ref.name is None and ref.topic_id is not None
-            if ref.name is None and ref.topic_id is not None:
+            # By id: no name (Kafka's clients send null or "", the schema's default) and
+            # a real id, as the consumer protocol's clients ask for assigned topics.
+            by_id = not ref.name and ref.topic_id not in (None, NULL_TOPIC_ID)
+            name = ref.name
+            if by_id and ref.topic_id is not None:
                 name = core.topic_names_by_id.get(ref.topic_id)
                 if name is None:
                     out.append(TopicMetadata(None, ref.topic_id, (), ErrorCode.unknown_topic_id))

@@ -19,6 +19,8 @@ INT_FIELDS = (
     "offsets_retention_minutes",
     "offset_metadata_max_bytes",
     "max_group_record_bytes",
+    "group_consumer_session_timeout_ms",
+    "group_consumer_heartbeat_interval_ms",
 )
 """The settings that are Kafka INT configs: 32 bits."""
 
@@ -54,6 +56,10 @@ class CoordinatorConfig:
     Kafka's message.max.bytes, the bound a group's record in __consumer_offsets meets. A
     JoinGroup that would pass it gets UNKNOWN_SERVER_ERROR, and so does a leader's
     SyncGroup whose assignment would (Kafka's answer when the record is too large)."""
+    group_consumer_session_timeout_ms: int = COORDINATOR.consumer_session_timeout_ms
+    """How long a consumer-protocol member (KIP-848) lives without a heartbeat."""
+    group_consumer_heartbeat_interval_ms: int = COORDINATOR.consumer_heartbeat_interval_ms
+    """How often consumer-protocol members are told to heartbeat."""
     fetch_max_wait_ms: int = 30_000
     """Upper bound on how long a Fetch long-poll is held, whatever the client asks."""
 
@@ -80,5 +86,14 @@ class CoordinatorConfig:
             raise ValueError("max_groups_per_principal must be >= 0")
         if self.max_group_record_bytes < 1024:
             raise ValueError("max_group_record_bytes must be >= 1024")
+        if (
+            not 1
+            <= self.group_consumer_heartbeat_interval_ms
+            < (self.group_consumer_session_timeout_ms)
+        ):
+            raise ValueError(
+                "group_consumer_heartbeat_interval_ms must be >= 1 and below "
+                "group_consumer_session_timeout_ms"
+            )
         if self.num_partitions < 1:
             raise ValueError("num_partitions must be >= 1")

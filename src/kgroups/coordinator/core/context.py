@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kgroups.coordinator.core.config import CoordinatorConfig
+from kgroups.coordinator.core.consumer_group import ConsumerGroup
 from kgroups.coordinator.core.effects import Outbox
 from kgroups.coordinator.core.log_ends import LogEnds
 from kgroups.coordinator.core.model import Group
@@ -48,7 +49,10 @@ class Core:
     """`prefix -> unique id`; Kafka uses `clientId-UUID` (or `instanceId-UUID`)."""
     new_topic_id: Callable[[], uuid.UUID] = uuid.uuid4
     groups: dict[str, Group] = field(default_factory=dict)
-    """Added and removed only through `ownership.put` and `ownership.drop`."""
+    """Classic groups. Added and removed only through `ownership.put` and `ownership.drop`."""
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)
+    """Consumer-protocol groups (KIP-848), through `ownership.put_consumer`/`drop_consumer`.
+    A group id is in one of the two dicts at most."""
     owned: Counter[str] = field(default_factory=Counter)
     """principal -> groups it created that still exist (`ownership.py`)."""
     offsets: dict[str, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)

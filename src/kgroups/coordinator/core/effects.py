@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from kgroups.coordinator.core import msg_cluster as c
 from kgroups.coordinator.core import msg_configs as k
+from kgroups.coordinator.core import msg_consumer as n
 from kgroups.coordinator.core import msg_group as g
 from kgroups.coordinator.core import msg_offsets as o
 from kgroups.coordinator.core.records import Record
@@ -37,6 +38,8 @@ ResponseBody = (
     | c.FetchResponse
     | k.AlterConfigsResponse
     | k.DescribeConfigsResponse
+    | n.ConsumerHeartbeatResponse
+    | n.ConsumerDescribeResponse
 )
 
 RequestBody = (
@@ -59,6 +62,8 @@ RequestBody = (
     | c.FetchRequest
     | k.AlterConfigsRequest
     | k.DescribeConfigsRequest
+    | n.ConsumerHeartbeatRequest
+    | n.ConsumerDescribeRequest
 )
 
 

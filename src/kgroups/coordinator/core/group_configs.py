@@ -54,6 +54,8 @@ SETTINGS: dict[str, str] = {
     GroupConfig.INITIAL_REBALANCE_DELAY_MS: "group_initial_rebalance_delay_ms",
     GroupConfig.MAX_SIZE: "group_max_size",
     GroupConfig.OFFSETS_RETENTION_MINUTES: "offsets_retention_minutes",
+    GroupConfig.CONSUMER_SESSION_TIMEOUT_MS: "group_consumer_session_timeout_ms",
+    GroupConfig.CONSUMER_HEARTBEAT_INTERVAL_MS: "group_consumer_heartbeat_interval_ms",
 }
 """Kafka config name -> CoordinatorConfig field, for every setting a group may override."""
 SPECS: dict[str, ConfigSpec] = {
@@ -62,6 +64,8 @@ SPECS: dict[str, ConfigSpec] = {
     GroupConfig.INITIAL_REBALANCE_DELAY_MS: ConfigSpec(INT, "", low=0),
     GroupConfig.MAX_SIZE: ConfigSpec(INT, "", low=1),
     GroupConfig.OFFSETS_RETENTION_MINUTES: ConfigSpec(INT, "", low=1),
+    GroupConfig.CONSUMER_SESSION_TIMEOUT_MS: ConfigSpec(INT, "", low=1),
+    GroupConfig.CONSUMER_HEARTBEAT_INTERVAL_MS: ConfigSpec(INT, "", low=1),
 }
 """Each setting's type and range: all Kafka INTs (32 bits); Kafka's own validators
 (`atLeast(1)` for group.max.size and offsets.retention.minutes), and positive session

@@ -59,6 +59,14 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
         return fail(ErrorCode.invalid_request)
 
     unknown = req.member_id == ""
+    consumer = core.consumer_groups.get(req.group_id)
+    if consumer is not None:
+        if consumer.members:
+            # Classic members inside a consumer-protocol group (Kafka's mixed groups)
+            # are not served yet: the group keeps its consumer-protocol members.
+            return fail(ErrorCode.inconsistent_group_protocol)
+        # An empty consumer-protocol group becomes a classic one (its offsets stay).
+        ownership.drop_consumer(core, req.group_id)
     group = core.groups.get(req.group_id)
     if _record_too_large(core, ctx, req, group):
         return fail(ErrorCode.unknown_server_error)

@@ -21,6 +21,8 @@ from kgroups.coordinator.core import (
     admin,
     authz,
     cluster,
+    consumer_describe,
+    consumer_heartbeat,
     group_configs,
     heartbeat,
     join,
@@ -31,6 +33,7 @@ from kgroups.coordinator.core import (
 )
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
+from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core import replay as rp
@@ -67,6 +70,8 @@ _HANDLERS: Mapping[type, Handler] = {
     mc.FetchRequest: cluster.handle_fetch,
     mk.AlterConfigsRequest: group_configs.handle_alter,
     mk.DescribeConfigsRequest: group_configs.handle_describe,
+    mn.ConsumerHeartbeatRequest: consumer_heartbeat.handle_consumer_heartbeat,
+    mn.ConsumerDescribeRequest: consumer_describe.handle_describe,
 }
 
 

@@ -65,6 +65,9 @@ class FetchGroup:
     group_id: str
     topics: tuple[FetchTopic, ...] | None
     """None asks for every committed offset of the group."""
+    member_id: str | None = None
+    """v9+: the member asking, under the consumer protocol (`consumer_offsets`)."""
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

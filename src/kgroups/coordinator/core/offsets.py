@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 
-from kgroups.coordinator.core import log_ends, ownership, routing
+from kgroups.coordinator.core import consumer_offsets, log_ends, ownership, routing
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed, topic_name
 from kgroups.coordinator.core.context import Core, TopicInfo
@@ -100,7 +100,10 @@ def handle_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) -> 
         core.out.reply(ctx.ref, OffsetCommitResponse(tuple(results)))
         return
     try:
-        group = _validate_commit(core, ctx, req)
+        consumer = core.consumer_groups.get(req.group_id)
+        if consumer is not None:
+            consumer_offsets.validate_commit(core, ctx, req, consumer)
+        group = None if consumer is not None else _validate_commit(core, ctx, req)
     except GroupError as err:
         for _, info, partitions in accepted:
             parts = tuple((p, err.code) for p in partitions)
@@ -108,10 +111,15 @@ def handle_commit(core: Core, ctx: RequestContext, req: OffsetCommitRequest) -> 
         core.out.reply(ctx.ref, OffsetCommitResponse(tuple(results)))
         return
 
-    member = group.members.get(req.member_id)
-    if member is not None and group.state in (
-        GroupState.STABLE,
-        GroupState.PREPARING_REBALANCE,
+    member = None if group is None else group.members.get(req.member_id)
+    if (
+        group is not None
+        and member is not None
+        and group.state
+        in (
+            GroupState.STABLE,
+            GroupState.PREPARING_REBALANCE,
+        )
     ):
         # A commit is proof of life, as in Kafka.
         rb.reschedule_heartbeat(core, group, member)
@@ -202,8 +210,14 @@ def _refused_group(ctx: RequestContext, spec: FetchGroup, refused: ErrorCode) ->
 
 
 def _fetch_group(core: Core, ctx: RequestContext, spec: FetchGroup) -> FetchedGroup:
+    consumer = core.consumer_groups.get(spec.group_id)
+    if consumer is not None:
+        try:
+            consumer_offsets.validate_fetch(spec, consumer)
+        except GroupError as err:
+            return _refused_group(ctx, spec, err.code)
     group = core.groups.get(spec.group_id)
-    live = group is not None and group.state is not GroupState.DEAD
+    live = consumer is not None or (group is not None and group.state is not GroupState.DEAD)
     committed = core.offsets.get(spec.group_id, {}) if live else {}
     if spec.topics is None:
         by_topic: dict[str, list[FetchedPartition]] = {}

@@ -15,6 +15,7 @@ always those of `core.groups`, after replay too.
 
 from __future__ import annotations
 
+from kgroups.coordinator.core.consumer_group import ConsumerGroup
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.model import Group
 
@@ -35,16 +36,38 @@ def may_create(core: Core, principal: str) -> bool:
 def put(core: Core, group: Group) -> None:
     """Add (or replace) `group` in the coordinator's groups, counting its owner."""
     drop(core, group.group_id)
+    drop_consumer(core, group.group_id)
     core.groups[group.group_id] = group
-    if group.owner is not None:
-        core.owned[group.owner] += 1
+    _count(core, group.owner, 1)
+
+
+def put_consumer(core: Core, group: ConsumerGroup) -> None:
+    """The same for a consumer-protocol group."""
+    drop(core, group.group_id)
+    drop_consumer(core, group.group_id)
+    core.consumer_groups[group.group_id] = group
+    _count(core, group.owner, 1)
 
 
 def drop(core: Core, group_id: str) -> Group | None:
-    """Remove the group, if any, and stop counting it."""
+    """Remove the classic group, if any, and stop counting it."""
     group = core.groups.pop(group_id, None)
-    if group is not None and group.owner is not None:
-        core.owned[group.owner] -= 1
-        if core.owned[group.owner] <= 0:
-            del core.owned[group.owner]
+    if group is not None:
+        _count(core, group.owner, -1)
     return group
+
+
+def drop_consumer(core: Core, group_id: str) -> ConsumerGroup | None:
+    """Remove the consumer-protocol group, if any, and stop counting it."""
+    group = core.consumer_groups.pop(group_id, None)
+    if group is not None:
+        _count(core, group.owner, -1)
+    return group
+
+
+def _count(core: Core, owner: str | None, delta: int) -> None:
+    if owner is None:
+        return
+    core.owned[owner] += delta
+    if core.owned[owner] <= 0:
+        del core.owned[owner]

@@ -47,10 +47,57 @@ class GroupValue:
     """The principal that created the group (counted against its groups per principal)."""
 
 
+TopicPartitionEpochs = tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
+"""Topic -> (partition, the epoch at which it was assigned), sorted."""
+TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
+"""Topic -> partitions, sorted."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberValue:
+    """One member of a consumer-protocol group (KIP-848): what Kafka keeps in its
+    ConsumerGroupMemberMetadata, ConsumerGroupTargetAssignmentMember and
+    ConsumerGroupCurrentMemberAssignment records, topics named rather than by id."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    epoch: int
+    previous_epoch: int
+    state: int
+    assigned: TopicPartitionEpochs
+    revoking: TopicPartitionEpochs
+    target: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupValue:
+    """A consumer-protocol group: its epochs and members (Kafka's ConsumerGroupMetadata
+    and ConsumerGroupTargetAssignmentMetadata, with the members' records)."""
+
+    group_epoch: int
+    assignment_epoch: int
+    assignment_timestamp_ms: int
+    members: tuple[ConsumerMemberValue, ...]
+    metadata_hash: int = 0
+    """What the subscribed topics were when the group epoch last moved (Kafka's
+    MetadataHash): a topic created, grown or deleted since changes it."""
+    owner: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class GroupRecord:
+    """A group's snapshot: a classic group, or a consumer-protocol one (one group id is
+    one or the other, as in Kafka, so they share the key)."""
+
     group_id: str
-    value: GroupValue | None
+    value: GroupValue | ConsumerGroupValue | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,16 @@ mid-sync, and the offset-expiry sweep.
 
 from __future__ import annotations
 
+from kgroups.coordinator.core import consumer_heartbeat as ch
 from kgroups.coordinator.core import log_ends, ownership
 from kgroups.coordinator.core import rebalance as rb
+from kgroups.coordinator.core.consumer_group import ConsumerGroup
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import Group, Member
 from kgroups.coordinator.core.records import (
+    ConsumerGroupValue,
     GroupConfigRecord,
     GroupRecord,
     OffsetRecord,
@@ -54,9 +57,13 @@ def _replay_topic(core: Core, record: TopicRecord) -> None:
 def _replay_group(core: Core, record: GroupRecord) -> None:
     if record.value is None:
         ownership.drop(core, record.group_id)
+        ownership.drop_consumer(core, record.group_id)
         core.offsets.pop(record.group_id, None)
         return
     v = record.value
+    if isinstance(v, ConsumerGroupValue):
+        ownership.put_consumer(core, ConsumerGroup.from_value(record.group_id, v))
+        return
     state = v.state
     if state is GroupState.PREPARING_REBALANCE or state is GroupState.DEAD:
         # Never written by this coordinator; treat a foreign record like Kafka does.
@@ -89,7 +96,7 @@ def _replay_offset(core: Core, record: OffsetRecord) -> None:
             if not committed:
                 del core.offsets[record.group_id]
         return
-    if record.group_id not in core.groups:
+    if record.group_id not in core.groups and record.group_id not in core.consumer_groups:
         # Offsets without group metadata belong to a simple group, as in Kafka.
         ownership.put(core, Group(record.group_id))
     core.offsets.setdefault(record.group_id, {})[key] = record.value
@@ -101,6 +108,16 @@ def resume(core: Core) -> None:
     """Re-arm timers after replay; may start a rebalance (a group now over max size)."""
     for group in list(core.groups.values()):
         resume_group(core, group)
+    for consumer in list(core.consumer_groups.values()):
+        resume_consumer_group(core, consumer)
+
+
+def resume_consumer_group(core: Core, group: ConsumerGroup) -> None:
+    """A replayed consumer-protocol group's timers (Kafka's `onLoaded`): every member a
+    fresh session, a rebalance timeout for each that must still revoke partitions."""
+    for member in group.members.values():
+        ch.schedule_session(core, group, member)
+        ch.arm_rebalance_timer(core, group, member)
 
 
 def resume_group(core: Core, group: Group) -> None:

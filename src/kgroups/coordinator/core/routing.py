@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kgroups.coordinator.core import consumer_heartbeat as ch
+from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core import ownership
@@ -84,6 +86,8 @@ def refuse(core: Core, ctx: mg.RequestContext, request: RequestBody) -> bool:
             for t in request.topics
         )  # fmt: skip
         reply(ctx.ref, mo.OffsetCommitResponse(topics))
+    elif isinstance(request, mn.ConsumerHeartbeatRequest):
+        reply(ctx.ref, mn.ConsumerHeartbeatResponse(code))
     elif isinstance(request, mo.OffsetDeleteRequest):
         reply(ctx.ref, mo.OffsetDeleteResponse((), code))
     else:
@@ -130,7 +134,9 @@ def brokers(core: Core, listener: str, here: Node) -> tuple[tuple[Node, ...], in
 def groups_of(core: Core, shard: int) -> list[str]:
     sharding = core.sharding
     assert sharding is not None
-    ids: Iterable[str] = list(core.groups) + [g for g in core.offsets if g not in core.groups]
+    ids: Iterable[str] = [*core.groups, *core.consumer_groups] + [
+        g for g in core.offsets if g not in core.groups and g not in core.consumer_groups
+    ]
     return [g for g in ids if shard_of(g, sharding.count) == shard]
 
 
@@ -141,6 +147,11 @@ def unload(core: Core, shard: int) -> None:
     sharding.serving.discard(shard)
     sharding.loading.discard(shard)
     for group_id in groups_of(core, shard):
+        consumer = ownership.drop_consumer(core, group_id)
+        if consumer is not None:
+            for member_id in consumer.members:
+                core.timers.cancel(ch.session_key(group_id, member_id))
+                core.timers.cancel(ch.rebalance_key(group_id, member_id))
         group = ownership.drop(core, group_id)
         core.offsets.pop(group_id, None)
         core.timers.cancel(join_key(group_id))
@@ -172,4 +183,7 @@ def load(core: Core, shard: int, records: Iterable[Record]) -> None:
         group = core.groups.get(group_id)
         if group is not None:
             rp.resume_group(core, group)
+        consumer = core.consumer_groups.get(group_id)
+        if consumer is not None:
+            rp.resume_consumer_group(core, consumer)
     sharding.serving.add(shard)

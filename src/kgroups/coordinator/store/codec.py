@@ -11,7 +11,12 @@ import json
 from typing import Any
 
 from kgroups.coordinator.core.msg_group import Protocol
-from kgroups.coordinator.core.records import GroupValue, MemberValue
+from kgroups.coordinator.core.records import (
+    ConsumerGroupValue,
+    ConsumerMemberValue,
+    GroupValue,
+    MemberValue,
+)
 from kgroups.coordinator.core.states import GroupState
 
 
@@ -23,7 +28,9 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"))
 
 
-def encode_group(value: GroupValue) -> str:
+def encode_group(value: GroupValue | ConsumerGroupValue) -> str:
+    if isinstance(value, ConsumerGroupValue):
+        return _encode_consumer_group(value)
     return json.dumps(
         {
             "generation": value.generation_id,
@@ -51,8 +58,10 @@ def encode_group(value: GroupValue) -> str:
     )
 
 
-def decode_group(text: str) -> GroupValue:
+def decode_group(text: str) -> GroupValue | ConsumerGroupValue:
     raw: dict[str, Any] = json.loads(text)
+    if raw.get("type") == CONSUMER_TYPE:
+        return _decode_consumer_group(raw)
     return GroupValue(
         generation_id=raw["generation"],
         state=GroupState(raw["state"]),
@@ -74,6 +83,78 @@ def decode_group(text: str) -> GroupValue:
             for m in raw["members"]
         ),
         owner=raw.get("owner"),
+    )
+
+
+CONSUMER_TYPE = "consumer"
+"""The `type` of a consumer-protocol group's document (a classic group's has none)."""
+
+
+def _encode_consumer_group(value: ConsumerGroupValue) -> str:
+    return json.dumps(
+        {
+            "type": CONSUMER_TYPE,
+            "epoch": value.group_epoch,
+            "assignment_epoch": value.assignment_epoch,
+            "assignment_ms": value.assignment_timestamp_ms,
+            "metadata_hash": value.metadata_hash,
+            **({"owner": value.owner} if value.owner is not None else {}),
+            "members": [
+                {
+                    "id": m.member_id,
+                    "instance": m.instance_id,
+                    "rack": m.rack_id,
+                    "client": m.client_id,
+                    "host": m.client_host,
+                    "topics": list(m.subscribed_topic_names),
+                    "regex": m.subscribed_topic_regex,
+                    "rebalance_ms": m.rebalance_timeout_ms,
+                    "assignor": m.server_assignor,
+                    "epoch": m.epoch,
+                    "previous_epoch": m.previous_epoch,
+                    "state": m.state,
+                    "assigned": [[t, [list(pe) for pe in ps]] for t, ps in m.assigned],
+                    "revoking": [[t, [list(pe) for pe in ps]] for t, ps in m.revoking],
+                    "target": [[t, list(ps)] for t, ps in m.target],
+                }
+                for m in value.members
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _epochs(raw: list[Any]) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
+    return tuple((t, tuple((int(p), int(e)) for p, e in ps)) for t, ps in raw)
+
+
+def _decode_consumer_group(raw: dict[str, Any]) -> ConsumerGroupValue:
+    return ConsumerGroupValue(
+        group_epoch=raw["epoch"],
+        assignment_epoch=raw["assignment_epoch"],
+        assignment_timestamp_ms=raw["assignment_ms"],
+        metadata_hash=raw.get("metadata_hash", 0),
+        owner=raw.get("owner"),
+        members=tuple(
+            ConsumerMemberValue(
+                member_id=m["id"],
+                instance_id=m["instance"],
+                rack_id=m["rack"],
+                client_id=m["client"],
+                client_host=m["host"],
+                subscribed_topic_names=tuple(m["topics"]),
+                subscribed_topic_regex=m["regex"],
+                rebalance_timeout_ms=m["rebalance_ms"],
+                server_assignor=m["assignor"],
+                epoch=m["epoch"],
+                previous_epoch=m["previous_epoch"],
+                state=m["state"],
+                assigned=_epochs(m["assigned"]),
+                revoking=_epochs(m["revoking"]),
+                target=tuple((t, tuple(int(p) for p in ps)) for t, ps in m["target"]),
+            )
+            for m in raw["members"]
+        ),
     )
 
 

@@ -9,16 +9,20 @@ v0's empty topic list means "all topics", FindCoordinator v0-3's key becomes one
 from __future__ import annotations
 
 import datetime
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
+from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import RequestBody
 from kgroups.protocol.apis import ApiKey
 from kgroups.protocol.frames import MalformedFrame
+
+NULL_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _ms(value: Any) -> int:
@@ -113,7 +117,11 @@ def _fetch_topics(topics: Any) -> tuple[mo.FetchTopic, ...] | None:
 def _offset_fetch(body: Any, version: int) -> mo.OffsetFetchRequest:
     stable = bool(getattr(body, "require_stable", False))
     if version >= 8:
-        groups = tuple(mo.FetchGroup(g.group_id, _fetch_topics(g.topics)) for g in body.groups)
+        groups = tuple(
+            mo.FetchGroup(g.group_id, _fetch_topics(g.topics), getattr(g, "member_id", None),
+                          int(getattr(g, "member_epoch", -1)))
+            for g in body.groups
+        )  # fmt: skip
         return mo.OffsetFetchRequest(groups, stable)
     return mo.OffsetFetchRequest(
         (mo.FetchGroup(body.group_id, _fetch_topics(body.topics)),), stable
@@ -241,7 +249,34 @@ def _describe_configs(body: Any, version: int) -> mk.DescribeConfigsRequest:
     )
 
 
+def _consumer_heartbeat(body: Any, version: int) -> mn.ConsumerHeartbeatRequest:
+    owned = body.topic_partitions
+    names = body.subscribed_topic_names
+    return mn.ConsumerHeartbeatRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=int(body.member_epoch),
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=_ms(body.rebalance_timeout),
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+        server_assignor=body.server_assignor,
+        owned=None if owned is None else tuple(
+            (t.topic_id or NULL_TOPIC_ID, tuple(int(p) for p in t.partitions)) for t in owned
+        ),
+    )  # fmt: skip
+
+
+def _consumer_describe(body: Any, version: int) -> mn.ConsumerDescribeRequest:
+    return mn.ConsumerDescribeRequest(
+        tuple(body.group_ids), bool(body.include_authorized_operations)
+    )
+
+
 DECODERS: dict[int, Callable[[Any, int], RequestBody]] = {
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_describe,
     ApiKey.JOIN_GROUP: _join,
     ApiKey.SYNC_GROUP: _sync,
     ApiKey.HEARTBEAT: _heartbeat,

@@ -14,6 +14,7 @@ from typing import Any
 
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_configs as mk
+from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.effects import ResponseBody
@@ -381,9 +382,71 @@ def _describe_configs(r: mk.DescribeConfigsResponse, version: int) -> dict[str, 
     }
 
 
+def _assigned(topics: tuple[mn.AssignedTopic, ...], *, names: bool) -> list[dict[str, Any]]:
+    return [
+        {
+            "topic_id": t.topic_id,
+            **({"topic_name": t.name} if names else {}),
+            "partitions": list(t.partitions),
+        }
+        for t in topics
+    ]
+
+
+def _consumer_heartbeat(r: mn.ConsumerHeartbeatResponse, version: int) -> dict[str, Any]:
+    return {
+        "error_code": r.error,
+        "error_message": r.error_message,
+        "member_id": r.member_id,
+        "member_epoch": r.member_epoch,
+        "heartbeat_interval": r.heartbeat_interval_ms,
+        "assignment": None
+        if r.assignment is None
+        else {"topic_partitions": _assigned(r.assignment, names=False)},
+    }
+
+
+def _consumer_describe(r: mn.ConsumerDescribeResponse, version: int) -> dict[str, Any]:
+    return {
+        "groups": [
+            {
+                "error_code": g.error,
+                "error_message": g.error_message,
+                "group_id": g.group_id,
+                "group_state": g.state,
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
+                "assignor_name": g.assignor_name,
+                "authorized_operations": g.authorized_operations,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "instance_id": m.instance_id,
+                        "rack_id": m.rack_id,
+                        "member_epoch": m.member_epoch,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "subscribed_topic_names": list(m.subscribed_topic_names),
+                        "subscribed_topic_regex": m.subscribed_topic_regex,
+                        "assignment": {"topic_partitions": _assigned(m.assignment, names=True)},
+                        "target_assignment": {
+                            "topic_partitions": _assigned(m.target_assignment, names=True)
+                        },
+                        "member_type": m.member_type,
+                    }
+                    for m in g.members
+                ],
+            }
+            for g in r.groups
+        ]
+    }
+
+
 Encoder = Callable[[Any, int], dict[str, Any]]
 
 ENCODERS: dict[int, Encoder] = {
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_describe,
     ApiKey.JOIN_GROUP: _join,
     ApiKey.SYNC_GROUP: _sync,
     ApiKey.HEARTBEAT: _heartbeat,

@@ -1,0 +1,243 @@
+"""A consumer-protocol group (KIP-848) as the coordinator holds it in memory.
+
+Three epochs order everything (Kafka's `ConsumerGroup`/`ModernGroup`):
+
+* the **group epoch** moves whenever the target assignment must be computed again (a
+  member joins, leaves or changes its subscription or assignor, a subscribed topic is
+  created, grown or deleted);
+* the **assignment epoch** is the group epoch the current target was computed at;
+* each **member epoch** reaches the assignment epoch once the member has released what
+  is no longer its (`reconciliation.py`).
+
+`holders` answers "who holds this partition, at which epoch" for every partition some
+member has assigned or is still revoking; adding a holder where another member already
+is one is a bug (the one-owner rule), and raises.
+
+Topics are keyed by name inside the core (the wire maps topic ids, `consumer_heartbeat`).
+Members are kept in insertion order, and so is every iteration over them, so an outcome
+never depends on string hashing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kgroups.coordinator.core.reconciliation import FREE, MemberAssignment, MemberState
+from kgroups.coordinator.core.records import (
+    ConsumerGroupValue,
+    ConsumerMemberValue,
+    TopicPartitionEpochs,
+    TopicPartitions,
+)
+
+DEFAULT_ASSIGNORS = ("uniform", "range")
+"""Kafka's `group.consumer.assignors`: the first is used unless members prefer another."""
+INITIAL_EPOCH = 1
+"""Kafka 4.3+ starts a new group at group and assignment epoch 1 (KAFKA-20268)."""
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+class ConsumerGroupState(enum.StrEnum):
+    """As ConsumerGroupDescribe and ListGroups spell them."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+
+
+@dataclass(slots=True, eq=False)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    current: MemberAssignment[str] = field(default_factory=MemberAssignment)
+    target: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def epoch(self) -> int:
+        return self.current.epoch
+
+    def metadata_key(self) -> tuple[object, ...]:
+        """What ConsumerGroupMemberMetadata holds: a change is persisted."""
+        return (self.instance_id, self.rack_id, self.client_id, self.client_host,
+                self.subscribed_topic_names, self.subscribed_topic_regex,
+                self.rebalance_timeout_ms, self.server_assignor)  # fmt: skip
+
+    def to_value(self) -> ConsumerMemberValue:
+        c = self.current
+        return ConsumerMemberValue(
+            member_id=self.member_id,
+            instance_id=self.instance_id,
+            rack_id=self.rack_id,
+            client_id=self.client_id,
+            client_host=self.client_host,
+            subscribed_topic_names=self.subscribed_topic_names,
+            subscribed_topic_regex=self.subscribed_topic_regex,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            server_assignor=self.server_assignor,
+            epoch=c.epoch,
+            previous_epoch=c.previous_epoch,
+            state=int(c.state),
+            assigned=_with_epochs(c.assigned),
+            revoking=_with_epochs(c.revoking),
+            target=tuple(sorted((t, tuple(sorted(ps))) for t, ps in self.target.items() if ps)),
+        )
+
+    @classmethod
+    def from_value(cls, v: ConsumerMemberValue) -> ConsumerMember:
+        try:
+            state = MemberState(v.state)
+        except ValueError:
+            state = MemberState.UNKNOWN
+        current = MemberAssignment(v.epoch, v.previous_epoch, state,
+                                   _from_epochs(v.assigned), _from_epochs(v.revoking))  # fmt: skip
+        return cls(
+            member_id=v.member_id,
+            instance_id=v.instance_id,
+            rack_id=v.rack_id,
+            client_id=v.client_id,
+            client_host=v.client_host,
+            subscribed_topic_names=v.subscribed_topic_names,
+            subscribed_topic_regex=v.subscribed_topic_regex,
+            rebalance_timeout_ms=v.rebalance_timeout_ms,
+            server_assignor=v.server_assignor,
+            current=current,
+            target=dict(v.target),
+        )
+
+
+def _with_epochs(partitions: Mapping[str, Mapping[int, int]]) -> TopicPartitionEpochs:
+    return tuple(sorted((t, tuple(sorted(ps.items()))) for t, ps in partitions.items() if ps))
+
+
+def _from_epochs(partitions: TopicPartitionEpochs) -> dict[str, dict[int, int]]:
+    return {t: dict(ps) for t, ps in partitions}
+
+
+def assigned_partitions(assignment: Mapping[str, Mapping[int, int]]) -> TopicPartitions:
+    """The partitions of an assignment without their epochs, sorted: what a member is told."""
+    return tuple(sorted((t, tuple(sorted(ps))) for t, ps in assignment.items() if ps))
+
+
+class DoubleOwnership(AssertionError):
+    """Two members would hold one partition: a bug the core must stop on."""
+
+
+@dataclass(slots=True, eq=False)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = INITIAL_EPOCH
+    assignment_epoch: int = INITIAL_EPOCH
+    assignment_timestamp_ms: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    """instance id -> member id."""
+    holders: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    """(topic, partition) -> (member id, its epoch) for every partition held."""
+    metadata_hash: int = 0
+    """The subscribed topics' hash when the group epoch last moved (`topics_hash`)."""
+    owner: str | None = None
+    """The principal that created the group (`ownership.py`)."""
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        if any(not m.current.reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def holder_epoch(self, topic: str, partition: int) -> int:
+        held = self.holders.get((topic, partition))
+        return FREE if held is None else held[1]
+
+    def subscribed_topics(self) -> Counter[str]:
+        """Topic -> how many members subscribe to it by name."""
+        counts: Counter[str] = Counter()
+        for member in self.members.values():
+            counts.update(member.subscribed_topic_names)
+        return counts
+
+    def preferred_assignor(self) -> str:
+        """The assignor most members ask for (ties: the first asked for), else the default."""
+        asked = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
+        return asked.most_common(1)[0][0] if asked else DEFAULT_ASSIGNORS[0]
+
+    # -- membership and holdings -------------------------------------------------------
+
+    def add(self, member: ConsumerMember) -> None:
+        self.members[member.member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
+        self._hold(member)
+
+    def remove(self, member_id: str) -> ConsumerMember | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        if member.instance_id is not None and (
+            self.static_members.get(member.instance_id) == member_id
+        ):
+            del self.static_members[member.instance_id]
+        self._release(member)
+        return member
+
+    def update_assignment(self, member: ConsumerMember, current: MemberAssignment[str]) -> None:
+        """Move `member` to `current`, keeping `holders` in step."""
+        self._release(member)
+        member.current = current
+        self._hold(member)
+
+    def _release(self, member: ConsumerMember) -> None:
+        for partitions in (member.current.assigned, member.current.revoking):
+            for topic, ps in partitions.items():
+                for p in ps:
+                    held = self.holders.get((topic, p))
+                    if held is not None and held[0] == member.member_id:
+                        del self.holders[(topic, p)]
+
+    def _hold(self, member: ConsumerMember) -> None:
+        epoch = member.current.epoch
+        for partitions in (member.current.assigned, member.current.revoking):
+            for topic, ps in partitions.items():
+                for p in ps:
+                    held = self.holders.get((topic, p))
+                    if held is not None and held[0] != member.member_id:
+                        raise DoubleOwnership(
+                            f"{self.group_id}: {topic}-{p} held by {held[0]} at epoch "
+                            f"{held[1]}, given to {member.member_id} at {epoch}"
+                        )
+                    self.holders[(topic, p)] = (member.member_id, epoch)
+
+    # -- records -------------------------------------------------------------------------
+
+    def to_value(self) -> ConsumerGroupValue:
+        return ConsumerGroupValue(
+            group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+            assignment_timestamp_ms=self.assignment_timestamp_ms,
+            members=tuple(m.to_value() for m in self.members.values()),
+            metadata_hash=self.metadata_hash,
+            owner=self.owner,
+        )
+
+    @classmethod
+    def from_value(cls, group_id: str, v: ConsumerGroupValue) -> ConsumerGroup:
+        group = cls(group_id, v.group_epoch, v.assignment_epoch, v.assignment_timestamp_ms,
+                    metadata_hash=v.metadata_hash, owner=v.owner)  # fmt: skip
+        for m in v.members:
+            group.add(ConsumerMember.from_value(m))
+        return group

@@ -1,0 +1,546 @@
+"""ConsumerGroupHeartbeat (API 68): Kafka 4's consumer protocol, one member at a time.
+
+A member joins, stays and leaves with this one request; there is no join phase and no
+barrier. Each heartbeat, in Kafka's order (`GroupMetadataManager.consumerGroupHeartbeat`):
+
+1. the request is checked on its own (`validate`: INVALID_REQUEST, UNSUPPORTED_ASSIGNOR),
+   before any group is touched; epoch -1 (leave) and -2 (a static member leaving for a
+   while) go to `leave`;
+2. the group is found or, at epoch 0, created (an empty classic group of the same id
+   becomes a consumer group; a classic group with members answers GROUP_ID_NOT_FOUND);
+3. the member is found or created and its epoch checked (FENCED_MEMBER_EPOCH for one it
+   cannot have; a lost response's previous epoch is tolerated; epoch 0 is always a
+   rejoin, KAFKA-19233), static members by instance id (UNRELEASED_INSTANCE_ID while
+   the old one has not left with -2, FENCED_INSTANCE_ID for another member's id);
+4. a change of subscription or preferred assignor bumps the group epoch, and so does a
+   change of the subscribed topics (created, grown, deleted: `topics_changed`);
+5. the target assignment is computed again if the group epoch passed the assignment's
+   (`server_assignors`), and the member is moved one step toward its share of it
+   (`reconciliation`);
+6. its session timer starts again; its rebalance timer runs while it must revoke.
+
+The answer's assignment is present when the member (re)joined, sent its whole state, or
+its assigned partitions changed; it is what the member may use now, so a revocation is
+told by leaving partitions out. Everything a heartbeat changed is persisted in one group
+snapshot before the answer leaves; a refused heartbeat changes nothing (not even the
+member's session).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Collection, Mapping
+
+from kgroups.coordinator.core import ownership
+from kgroups.coordinator.core.authz import group_allowed, topic_allowed
+from kgroups.coordinator.core.consumer_group import (
+    DEFAULT_ASSIGNORS,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+)
+from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.group_configs import group_config
+from kgroups.coordinator.core.msg_consumer import (
+    AssignedTopic,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResponse,
+    OwnedTopics,
+)
+from kgroups.coordinator.core.msg_group import RequestContext
+from kgroups.coordinator.core.reconciliation import (
+    MemberAssignment,
+    MemberState,
+    reconcile,
+)
+from kgroups.coordinator.core.records import GroupRecord
+from kgroups.coordinator.core.server_assignors import (
+    AssignmentMember,
+    range_assignment,
+    uniform_assignment,
+)
+from kgroups.coordinator.core.states import GroupState
+from kgroups.protocol.errors import ErrorCode, GroupError
+from kgroups.security.actions import Operation
+
+GENERATED_MEMBER_ID_FROM = 1
+"""From v1 the member generates its id (KIP-1082); v0 may leave it to the coordinator."""
+
+
+def session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session-{group_id}-{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-rebalance-{group_id}-{member_id}"
+
+
+def handle_consumer_heartbeat(
+    core: Core, ctx: RequestContext, req: ConsumerHeartbeatRequest
+) -> None:
+    if ctx.denied:
+        if not group_allowed(ctx, Operation.READ, req.group_id):
+            core.out.reply(
+                ctx.ref,
+                ConsumerHeartbeatResponse(
+                    ErrorCode.group_authorization_failed, "Group authorization failed."
+                ),
+            )
+            return
+        names = req.subscribed_topic_names or ()
+        if any(not topic_allowed(ctx, Operation.DESCRIBE, name) for name in names):
+            core.out.reply(
+                ctx.ref,
+                ConsumerHeartbeatResponse(
+                    ErrorCode.topic_authorization_failed, "Topic authorization failed."
+                ),
+            )
+            return
+    try:
+        validate(req, ctx.api_version)
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            answer = leave(core, req)
+        else:
+            answer = _heartbeat(core, ctx, req)
+    except GroupError as err:
+        answer = ConsumerHeartbeatResponse(err.code, err.message)
+    core.out.reply(ctx.ref, answer)
+
+
+def _invalid(message: str) -> GroupError:
+    return GroupError(ErrorCode.invalid_request, message)
+
+
+def validate(req: ConsumerHeartbeatRequest, version: int) -> None:
+    """Kafka's checks of the request alone (`throwIfConsumerGroupHeartbeatRequestIsInvalid`)."""
+    if not req.member_id and (
+        version >= GENERATED_MEMBER_ID_FROM or req.member_epoch > 0 or req.member_epoch == -1
+    ):
+        raise _invalid("MemberId can't be empty.")
+    if not req.group_id.strip():
+        raise GroupError(ErrorCode.invalid_request, "GroupId can't be empty.")
+    if req.instance_id is not None and not req.instance_id.strip():
+        raise _invalid("InstanceId can't be empty.")
+    if req.rack_id is not None and not req.rack_id.strip():
+        raise _invalid("RackId can't be empty.")
+    if req.member_epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+        if req.owned is None or any(ps for _, ps in req.owned):
+            raise _invalid("TopicPartitions must be empty when (re-)joining.")
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            raise _invalid(
+                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+            )
+    elif req.member_epoch == STATIC_LEAVE_EPOCH:
+        if req.instance_id is None:
+            raise _invalid("InstanceId can't be null.")
+    elif req.member_epoch < STATIC_LEAVE_EPOCH:
+        raise _invalid(f"MemberEpoch is invalid: {req.member_epoch}.")
+    if req.server_assignor is not None and req.server_assignor not in DEFAULT_ASSIGNORS:
+        raise GroupError(
+            ErrorCode.unsupported_assignor,
+            f"ServerAssignor {req.server_assignor} is not supported. "
+            f"Supported assignors: {', '.join(DEFAULT_ASSIGNORS)}.",
+        )
+
+
+# -- the regular heartbeat -----------------------------------------------------------------
+
+
+def _not_found(group_id: str) -> GroupError:
+    return GroupError(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
+
+
+def _group(core: Core, ctx: RequestContext, req: ConsumerHeartbeatRequest) -> ConsumerGroup:
+    """The group, or at epoch 0 a new one (not yet in `core`: `_admit` puts it there)."""
+    group = core.consumer_groups.get(req.group_id)
+    if group is not None:
+        return group
+    if req.member_epoch != 0:
+        raise _not_found(req.group_id)
+    classic = core.groups.get(req.group_id)
+    if classic is not None and (classic.members or classic.state is not GroupState.EMPTY):
+        raise GroupError(
+            ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
+        )
+    if classic is None and not ownership.may_create(core, ctx.principal):
+        raise GroupError(
+            ErrorCode.group_max_size_reached, "The principal has created as many groups as it may."
+        )
+    owner = classic.owner if classic is not None else ownership.owner_of(ctx.principal)
+    return ConsumerGroup(req.group_id, owner=owner)
+
+
+def _admit(core: Core, group: ConsumerGroup) -> None:
+    """A group made by `_group` joins the coordinator's, replacing an empty classic group
+    of the same id (its committed offsets stay: they are the group id's)."""
+    if core.consumer_groups.get(group.group_id) is not group:
+        ownership.drop(core, group.group_id)
+        ownership.put_consumer(core, group)
+
+
+def _compile(regex: str) -> re.Pattern[str]:
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise GroupError(
+            ErrorCode.invalid_regular_expression,
+            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.",
+        ) from None
+
+
+def subscribed_topics(core: Core, member: ConsumerMember) -> frozenset[str]:
+    """The existing topics the member subscribes to: by name, and by its regex (matched
+    whole, as Kafka matches it)."""
+    names = {n for n in member.subscribed_topic_names if n in core.topics}
+    if member.subscribed_topic_regex:
+        pattern = _compile(member.subscribed_topic_regex)
+        names.update(name for name in core.topics if pattern.fullmatch(name))
+    return frozenset(names)
+
+
+def topics_hash(core: Core, group: ConsumerGroup) -> int:
+    """A hash of every topic the group subscribes to (id, name, partition count): Kafka's
+    group metadata hash, which moves when one is created, grown or deleted."""
+    topics: set[str] = set()
+    for member in group.members.values():
+        topics |= subscribed_topics(core, member)
+    if not topics:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(topics):
+        info = core.topics[name]
+        digest.update(f"{info.topic_id}\0{name}\0{info.partitions}\0".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def _heartbeat(
+    core: Core, ctx: RequestContext, req: ConsumerHeartbeatRequest
+) -> ConsumerHeartbeatResponse:
+    group = _group(core, ctx, req)
+    settings = group_config(core, group.group_id)
+    member_id = req.member_id or str(uuid.uuid4())
+    known = member_id in group.members or (
+        req.instance_id is not None and req.instance_id in group.static_members
+    )
+    if not known and len(group.members) >= settings.group_max_size:
+        raise GroupError(
+            ErrorCode.group_max_size_reached,
+            f"The consumer group has reached its maximum capacity of "
+            f"{settings.group_max_size} members.",
+        )
+    if req.instance_id is None:
+        member, replaced = _dynamic_member(core, group, req, member_id), None
+    else:
+        member, replaced = _static_member(core, group, req, member_id)
+    if req.subscribed_topic_regex:
+        _compile(req.subscribed_topic_regex)
+    owned = None if req.owned is None else _owned_names(core, req.owned)
+    if member.current.state is MemberState.UNKNOWN and (owned is None or any(owned.values())):
+        raise GroupError(
+            ErrorCode.fenced_member_epoch,
+            "The member is in a state this coordinator does not know.",
+        )
+    # Nothing below refuses the request: the group and the member may change.
+    _admit(core, group)
+    is_new = member.member_id not in group.members
+    metadata = member.metadata_key()
+    subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
+    preferred = group.preferred_assignor()
+    before = member.current
+    _update(member, ctx, req)
+    if is_new:
+        if replaced is not None:
+            group.remove(replaced.member_id)
+            _cancel_timers(core, group.group_id, replaced.member_id)
+        group.add(member)
+    changed = is_new or member.metadata_key() != metadata
+    resubscribed = (member.subscribed_topic_names, member.subscribed_topic_regex) != subscription
+    bump = resubscribed or group.preferred_assignor() != preferred
+    metadata_hash = topics_hash(core, group)
+    if metadata_hash != group.metadata_hash:
+        group.metadata_hash = metadata_hash
+        bump = True
+    if bump:
+        group.group_epoch += 1
+        changed = True
+    if group.group_epoch > group.assignment_epoch:
+        compute_target(core, group)
+        changed = True
+    current = reconcile(
+        member.current,
+        target_epoch=group.assignment_epoch,
+        target=member.target,
+        subscribed=subscribed_topics(core, member),
+        holder_epoch=group.holder_epoch,
+        owned=owned,
+        subscription_changed=resubscribed,
+    )
+    if current != member.current:
+        group.update_assignment(member, current)
+        arm_rebalance_timer(core, group, member)
+        changed = True
+    if changed:
+        core.out.persist(GroupRecord(group.group_id, group.to_value()))
+    schedule_session(core, group, member)
+    full = (
+        req.rebalance_timeout_ms != -1
+        and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+        and req.owned is not None
+    )
+    tell = req.member_epoch == 0 or full or current.assigned != before.assigned
+    return ConsumerHeartbeatResponse(
+        member_id=member.member_id,
+        member_epoch=member.epoch,
+        heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+        assignment=assignment_of(core, current.assigned) if tell else None,
+    )
+
+
+def _update(member: ConsumerMember, ctx: RequestContext, req: ConsumerHeartbeatRequest) -> None:
+    """Kafka's `maybeUpdate*`: a None (or -1) field keeps what the member had."""
+    if req.instance_id is not None:
+        member.instance_id = req.instance_id
+    if req.rack_id is not None:
+        member.rack_id = req.rack_id
+    if req.rebalance_timeout_ms != -1:
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+    if req.subscribed_topic_names is not None:
+        member.subscribed_topic_names = tuple(sorted(set(req.subscribed_topic_names)))
+    if req.subscribed_topic_regex is not None:
+        member.subscribed_topic_regex = req.subscribed_topic_regex or None
+    if req.server_assignor is not None:
+        member.server_assignor = req.server_assignor
+    member.client_id = ctx.client_id
+    member.client_host = ctx.client_host
+
+
+def _owned_names(core: Core, owned: OwnedTopics) -> dict[str, tuple[int, ...]]:
+    """What a member reports owning, by topic name (ids of unknown topics are left out:
+    nothing of theirs can be in its assignment)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for topic_id, partitions in owned:
+        name = core.topic_names_by_id.get(topic_id)
+        if name is not None:
+            out[name] = out.get(name, ()) + tuple(partitions)
+    return out
+
+
+def assignment_of(
+    core: Core, partitions: Mapping[str, Collection[int]]
+) -> tuple[AssignedTopic, ...]:
+    """An assignment as the wire carries it: by topic id (topics gone are left out)."""
+    out = []
+    for name, ps in sorted(partitions.items()):
+        info = core.topics.get(name)
+        if info is not None and ps:
+            out.append(AssignedTopic(info.topic_id, name, tuple(sorted(ps))))
+    return tuple(out)
+
+
+def _fenced(received: int, known: int) -> GroupError:
+    return GroupError(
+        ErrorCode.fenced_member_epoch,
+        f"The consumer group member has a smaller or larger member epoch "
+        f"({received}) than the one known by the group coordinator "
+        f"({known}). The member must abandon all its partitions and "
+        f"rejoin.",
+    )
+
+
+def _check_epoch(core: Core, member: ConsumerMember, req: ConsumerHeartbeatRequest) -> None:
+    """Kafka's `throwIfConsumerGroupMemberEpochIsInvalid`: epoch 0 is always a rejoin
+    (KAFKA-19233); an older epoch is the previous one of a member whose answer was lost,
+    accepted if what it owns is part of what it has."""
+    received = req.member_epoch
+    if received in (0, member.epoch):
+        return
+    if received > member.epoch or received != member.current.previous_epoch:
+        raise _fenced(received, member.epoch)
+    if req.owned is None:
+        raise _fenced(received, member.epoch)
+    assigned = member.current.assigned
+    for topic, partitions in _owned_names(core, req.owned).items():
+        if not set(partitions) <= assigned.get(topic, {}).keys():
+            raise _fenced(received, member.epoch)
+    if any(core.topic_names_by_id.get(t) is None and ps for t, ps in req.owned):
+        raise _fenced(received, member.epoch)
+
+
+def _dynamic_member(
+    core: Core, group: ConsumerGroup, req: ConsumerHeartbeatRequest, member_id: str
+) -> ConsumerMember:
+    member = group.members.get(member_id)
+    if member is None:
+        if req.member_epoch != 0:
+            raise GroupError(
+                ErrorCode.unknown_member_id,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+            )
+        return ConsumerMember(member_id)
+    _check_epoch(core, member, req)
+    return member
+
+
+def _static_member(
+    core: Core, group: ConsumerGroup, req: ConsumerHeartbeatRequest, member_id: str
+) -> tuple[ConsumerMember, ConsumerMember | None]:
+    """(the member, the released static member it replaces, if any)."""
+    assert req.instance_id is not None
+    existing_id = group.static_members.get(req.instance_id)
+    existing = None if existing_id is None else group.members.get(existing_id)
+    if req.member_epoch == 0:
+        if existing is None:
+            return group.members.get(member_id) or ConsumerMember(member_id), None
+        if existing.epoch != STATIC_LEAVE_EPOCH:
+            raise GroupError(
+                ErrorCode.unreleased_instance_id,
+                f"Static member {existing.member_id} with instance id "
+                f"{req.instance_id} is not released yet.",
+            )
+        # The new member takes the old one's place: its target and its partitions.
+        current = MemberAssignment(
+            0, 0, MemberState.STABLE, existing.current.assigned, existing.current.revoking
+        )
+        member = ConsumerMember(
+            member_id,
+            req.instance_id,
+            existing.rack_id,
+            existing.client_id,
+            existing.client_host,
+            existing.subscribed_topic_names,
+            existing.subscribed_topic_regex,
+            existing.rebalance_timeout_ms,
+            existing.server_assignor,
+            current,
+            dict(existing.target),
+        )
+        return member, existing
+    if existing is None:
+        raise GroupError(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
+    if existing.member_id != member_id:
+        raise GroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {req.instance_id} was "
+            f"fenced by member {existing.member_id}.",
+        )
+    _check_epoch(core, existing, req)
+    return existing, None
+
+
+# -- the target assignment ------------------------------------------------------------------
+
+
+def compute_target(core: Core, group: ConsumerGroup) -> None:
+    """The group's target at its epoch, by its preferred assignor; each member's current
+    target is what a sticky assignor keeps."""
+    members = [
+        AssignmentMember(m.member_id, subscribed_topics(core, m), m.instance_id, m.target)
+        for m in group.members.values()
+    ]
+    topics: set[str] = set()
+    for am in members:
+        topics |= am.topics
+    partitions = {t: core.topics[t].partitions for t in topics}
+    assign = range_assignment if group.preferred_assignor() == "range" else uniform_assignment
+    result = assign(members, partitions)
+    for member in group.members.values():
+        member.target = dict(result.get(member.member_id, {}))
+    group.assignment_epoch = group.group_epoch
+    group.assignment_timestamp_ms = core.now_ms
+
+
+# -- timers and leaving -------------------------------------------------------------------
+
+
+def schedule_session(core: Core, group: ConsumerGroup, member: ConsumerMember) -> None:
+    timeout = group_config(core, group.group_id).group_consumer_session_timeout_ms
+    group_id, member_id = group.group_id, member.member_id
+
+    def expire(now_ms: int) -> None:
+        live = core.consumer_groups.get(group_id)
+        if live is not None and member_id in live.members:
+            fence(core, live, member_id)
+
+    core.timers.schedule(session_key(group_id, member_id), core.now_ms + timeout, expire)
+
+
+def arm_rebalance_timer(core: Core, group: ConsumerGroup, member: ConsumerMember) -> None:
+    """While a member must revoke partitions it has `rebalance_timeout_ms` to do so at the
+    epoch it is at; still there then, it is fenced."""
+    key = rebalance_key(group.group_id, member.member_id)
+    if member.current.state is not MemberState.UNREVOKED_PARTITIONS:
+        core.timers.cancel(key)
+        return
+    group_id, member_id, epoch = group.group_id, member.member_id, member.epoch
+
+    def expire(now_ms: int) -> None:
+        live = core.consumer_groups.get(group_id)
+        held = None if live is None else live.members.get(member_id)
+        if live is not None and held is not None and held.epoch == epoch:
+            fence(core, live, member_id)
+
+    core.timers.schedule(key, core.now_ms + max(0, member.rebalance_timeout_ms), expire)
+
+
+def _cancel_timers(core: Core, group_id: str, member_id: str) -> None:
+    core.timers.cancel(session_key(group_id, member_id))
+    core.timers.cancel(rebalance_key(group_id, member_id))
+
+
+def fence(core: Core, group: ConsumerGroup, member_id: str) -> None:
+    """Remove a member (it left, or its session or rebalance timeout passed): what it held
+    is free at once, and the group epoch moves so the others share its partitions."""
+    group.remove(member_id)
+    _cancel_timers(core, group.group_id, member_id)
+    group.group_epoch += 1
+    group.metadata_hash = topics_hash(core, group)
+    if not group.members:
+        # Nothing to assign: the next member to join is not kept waiting (KAFKA-20442).
+        group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp_ms = 0
+    core.out.persist(GroupRecord(group.group_id, group.to_value()))
+
+
+def leave(core: Core, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResponse:
+    """Epoch -1: the member leaves (fenced at once). Epoch -2: a static member leaves for
+    a while: it keeps its partitions (nobody else gets them) until it comes back under a
+    new member id or its session ends."""
+    group = core.consumer_groups.get(req.group_id)
+    if group is None:
+        raise _not_found(req.group_id)
+    if req.instance_id is None:
+        member = group.members.get(req.member_id)
+        if member is None:
+            raise GroupError(
+                ErrorCode.unknown_member_id,
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+    else:
+        member_id = group.static_members.get(req.instance_id)
+        member = None if member_id is None else group.members.get(member_id)
+        if member is None:
+            raise GroupError(
+                ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown."
+            )
+        if member.member_id != req.member_id:
+            raise GroupError(
+                ErrorCode.fenced_instance_id,
+                f"Static member {req.member_id} with instance id "
+                f"{req.instance_id} was fenced by member {member.member_id}.",
+            )
+    if req.member_epoch == LEAVE_EPOCH:
+        fence(core, group, member.member_id)
+    else:
+        released = {t: dict.fromkeys(ps, 0) for t, ps in member.current.assigned.items()}
+        group.update_assignment(
+            member,
+            MemberAssignment(STATIC_LEAVE_EPOCH, member.epoch, MemberState.STABLE, released, {}),
+        )
+        core.timers.cancel(rebalance_key(group.group_id, member.member_id))
+        core.out.persist(GroupRecord(group.group_id, group.to_value()))
+    return ConsumerHeartbeatResponse(member_id=req.member_id, member_epoch=req.member_epoch)

@@ -1,0 +1,91 @@
+"""Version-independent messages of Kafka 4's consumer protocol (KIP-848).
+
+ConsumerGroupHeartbeat (API 68) and ConsumerGroupDescribe (API 69). Topics travel by id
+on the wire; the requests keep the ids (the wire layer knows no topics) and the core
+resolves them; the answers carry both, and the wire layer writes what its version has.
+A None field of a heartbeat means "unchanged since my last heartbeat", as in Kafka.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from kgroups.protocol.errors import ErrorCode
+
+NONE = ErrorCode.none
+
+OwnedTopics = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: OwnedTopics | None = None
+    """The partitions the member owns now (topic id, partitions); None: unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignedTopic:
+    topic_id: uuid.UUID
+    name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResponse:
+    error: ErrorCode = NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[AssignedTopic, ...] | None = None
+    """What the member may use now; None: unchanged since it was last told."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerDescribeRequest:
+    group_ids: tuple[str, ...]
+    include_authorized_operations: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[AssignedTopic, ...]
+    target_assignment: tuple[AssignedTopic, ...]
+    member_type: int = 1
+    """1: a consumer-protocol member (0 would be a classic one in a mixed group)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerGroup:
+    group_id: str
+    error: ErrorCode = NONE
+    error_message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+    authorized_operations: int = -(2**31)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerDescribeResponse:
+    groups: tuple[DescribedConsumerGroup, ...]

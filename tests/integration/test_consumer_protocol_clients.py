@@ -1,0 +1,235 @@
+"""Kafka 4's consumer protocol (KIP-848, `group.protocol=consumer`) with real clients.
+
+Java 4.4 KafkaConsumers (tools/kafka/JavaMember.java) and librdkafka (confluent-kafka
+2.16) consumers send ConsumerGroupHeartbeat, receive
+their partitions by topic id and reconcile one heartbeat at a time; the coordinator
+computes the target assignment. These tests take a group through what a deployment
+does: scale up, commit, scale down, a SIGKILLed member, a static member restarted, a
+pattern subscription that picks up a new topic; after each step every partition is owned
+by exactly one live member, the group is seen Stable with every member over time (not
+once), and no partition was ever reported by two members at one epoch.
+
+The coordinator runs with a 6-s session and a 500-ms heartbeat interval for consumer-
+protocol members (`--consumer-session-timeout-ms`, `--consumer-heartbeat-interval-ms`;
+Kafka's defaults are 45 s and 5 s, and the Java client refuses its own settings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kio.schema.consumer_group_describe.v1 import request as cgd_req
+from kio.schema.consumer_group_describe.v1 import response as cgd_resp
+
+from kgroups import admin
+from kgroups.admin.single import Admin
+from kgroups.protocol.build import build
+from tests.integration.harness import Coordinator, Member, wait_until
+
+CONSUMER = ("--group-protocol", "consumer")
+
+
+def topic(coordinator: Coordinator, name: str, partitions: int) -> set[tuple[str, int]]:
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, name, partitions))
+    return {(name, p) for p in range(partitions)}
+
+
+def holding(member: Member) -> dict[str, Any] | None:
+    """What the member last said it holds and at which epoch: its latest `assigned` or
+    `generation` event (each carries the whole assignment; "generation" is the member
+    epoch), less what it revoked or lost since (librdkafka calls no assign callback after
+    a revocation; Java does, with nothing added)."""
+    state: dict[str, Any] | None = None
+    for event in list(member.events):
+        if event["event"] in ("assigned", "generation"):
+            state = dict(event)
+        elif event["event"] in ("revoked", "lost") and state is not None:
+            gone = {tuple(p) for p in event["partitions"]}
+            state["partitions"] = [p for p in state["partitions"] if tuple(p) not in gone]
+    return state
+
+
+def converged(members: Iterable[Member], partitions: set[tuple[str, int]]) -> int | None:
+    """The epoch every member is at, if they all are at one and together hold
+    `partitions` exactly once; None otherwise."""
+    reports = [holding(m) for m in members]
+    if any(r is None for r in reports):
+        return None
+    epochs = {r["generation"] for r in reports if r is not None}
+    owned = [tuple(p) for r in reports if r is not None for p in r["partitions"]]
+    if len(epochs) != 1 or len(owned) != len(set(owned)) or set(owned) != partitions:
+        return None
+    return epochs.pop()
+
+
+def no_overlap_per_epoch(members: Iterable[Member]) -> None:
+    """Across everything ever reported: no partition held by two members at one epoch."""
+    owners: dict[tuple[int, tuple[str, int]], str] = {}
+    for m in members:
+        for event in m.events:
+            if event["event"] not in ("assigned", "generation"):
+                continue
+            for p in event["partitions"]:
+                key = (event["generation"], (p[0], p[1]))
+                other = owners.setdefault(key, m.name)
+                assert other == m.name, f"{p} held by {other} and {m.name} at epoch {key[0]}"
+
+
+def describe(coordinator: Coordinator, group: str) -> Any:
+    async def ask() -> Any:
+        async with Admin("127.0.0.1", coordinator.port) as client:
+            body = build(cgd_req.ConsumerGroupDescribeRequest,
+                         {"group_ids": [group], "include_authorized_operations": False})  # fmt: skip
+            response = await client.request(body, cgd_resp.ConsumerGroupDescribeResponse)
+            return response.groups[0]
+
+    return asyncio.run(ask())
+
+
+def stays_stable(coordinator: Coordinator, group: str, members: int, seconds: float) -> None:
+    """The group is Stable with `members` members, every one at the assignment epoch, at
+    every look during `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        g = describe(coordinator, group)
+        assert (g.group_state, len(g.members)) == ("Stable", members), g
+        assert {m.member_epoch for m in g.members} == {g.assignment_epoch}, g
+        time.sleep(0.3)
+
+
+def test_java_consumers_scale_commit_fail_and_restart_under_the_consumer_protocol(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    partitions = topic(coordinator, "orders", 6)
+
+    def start(name: str, **kw: Any) -> Member:
+        m = Member("java", coordinator.bootstrap, "cg", ["orders"], client_id=name,
+                   extra=CONSUMER, **kw)  # fmt: skip
+        members.append(m)
+        return m
+
+    a, b = start("a"), start("b")
+    live = [a, b]
+    first = wait_until(lambda: converged(live, partitions), 60, "two consumers to converge")
+    c = start("c")
+    live.append(c)
+    second = wait_until(lambda: converged(live, partitions), 60, "a third consumer's share")
+    assert second > first
+    stays_stable(coordinator, "cg", 3, 2.0)
+    described = describe(coordinator, "cg")
+    assert described.assignor_name == "uniform"
+    assert {m.client_id for m in described.members} == {"a", "b", "c"}
+    assert all(m.member_type == 1 for m in described.members)
+
+    # A commit at the member's epoch is durable and read back by another client.
+    a.send("commit 11")
+    committed = a.wait_event("committed")
+    reader = KafkaConsumer(bootstrap_servers=coordinator.bootstrap, group_id="cg")
+    try:
+        for t, p in committed["partitions"]:
+            assert reader.committed(TopicPartition(t, p)) == 11
+    finally:
+        reader.close()
+
+    # A consumer that closes leaves at once (epoch -1): the others take its partitions.
+    c.close()
+    live.remove(c)
+    third = wait_until(lambda: converged(live, partitions), 30, "the rest after a close")
+    assert third > second
+
+    # A SIGKILLed consumer is fenced when its session ends; the last one takes it all.
+    b.kill()
+    live.remove(b)
+    fourth = wait_until(lambda: converged(live, partitions), 40, "the survivor after kill -9")
+    assert fourth > third
+    stays_stable(coordinator, "cg", 1, 1.0)
+    no_overlap_per_epoch([a, b, c])
+
+
+def test_a_static_java_consumer_restarted_gets_its_partitions_back_without_a_rebalance(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    partitions = topic(coordinator, "events", 4)
+
+    def start(name: str, instance: str) -> Member:
+        m = Member("java", coordinator.bootstrap, "static", ["events"], client_id=name,
+                   instance_id=instance, extra=CONSUMER)  # fmt: skip
+        members.append(m)
+        return m
+
+    one, two = start("one", "i-1"), start("two", "i-2")
+    epoch = wait_until(lambda: converged([one, two], partitions), 60, "two static consumers")
+    mine = holding(two)
+    assert mine is not None
+    group_epoch = describe(coordinator, "static").group_epoch
+    # close() of a static member leaves for a while (epoch -2): nobody else gets its
+    # partitions, and the group epoch does not move.
+    two.close()
+    time.sleep(1.5)
+    assert holding(one) is not None and converged([one], partitions) is None
+    again = start("two", "i-2")  # the same owner: a new process, the old one is gone
+    back = again.wait_event("assigned", timeout=40)
+    assert back["partitions"] == mine["partitions"]
+    assert wait_until(lambda: converged([one, again], partitions), 30, "both again") == epoch
+    assert describe(coordinator, "static").group_epoch == group_epoch
+    no_overlap_per_epoch([one, two, again])
+
+
+def test_a_pattern_subscription_follows_the_topics_that_match_it_whole(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    wanted = topic(coordinator, "metrics-a", 2) | topic(coordinator, "metrics-b", 1)
+    topic(coordinator, "old-metrics-a", 2)  # matches `metrics-.*` only in part
+    m = Member("java", coordinator.bootstrap, "pattern", ["unused"], client_id="p",
+               extra=(*CONSUMER, "--pattern", "metrics-.*"))  # fmt: skip
+    members.append(m)
+    try:
+        wait_until(lambda: converged([m], wanted), 60, "the pattern's topics")
+    except AssertionError:
+        raise AssertionError(f"{m.events}\n{''.join(m.stderr[-40:])}") from None
+    wanted |= topic(coordinator, "metrics-c", 3)
+    wait_until(lambda: converged([m], wanted), 30, "a topic created after the join")
+    described = describe(coordinator, "pattern").members[0]
+    assert described.subscribed_topic_regex == "metrics-.*"
+
+
+def test_librdkafka_and_java_consumers_share_a_consumer_protocol_group(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    """librdkafka needs ConsumerGroupHeartbeat v1 exactly and rebalances incrementally;
+    beside a Java member it joins, shares, commits and takes over after a SIGKILL."""
+    partitions = topic(coordinator, "mixed", 6)
+
+    def start(client: str, name: str) -> Member:
+        m = Member(client, coordinator.bootstrap, "rd", ["mixed"], client_id=name,
+                   extra=CONSUMER)  # fmt: skip
+        members.append(m)
+        return m
+
+    rd1, java = start("confluent", "rd1"), start("java", "java")
+    first = wait_until(lambda: converged([rd1, java], partitions), 60, "librdkafka and Java")
+    rd2 = start("confluent", "rd2")
+    live = [rd1, java, rd2]
+    second = wait_until(lambda: converged(live, partitions), 60, "a second librdkafka")
+    assert second > first
+    stays_stable(coordinator, "rd", 3, 2.0)
+    rd2.send("commit 7")
+    committed = rd2.wait_event("committed")
+    assert committed["partitions"], committed
+    reader = KafkaConsumer(bootstrap_servers=coordinator.bootstrap, group_id="rd")
+    try:
+        for t, p in committed["partitions"]:
+            assert reader.committed(TopicPartition(t, p)) == 7
+    finally:
+        reader.close()
+    rd1.kill()
+    live.remove(rd1)
+    wait_until(lambda: converged(live, partitions), 40, "the others after librdkafka's kill")
+    rd2.close()
+    live.remove(rd2)
+    wait_until(lambda: converged(live, partitions), 30, "Java alone after a close")
+    no_overlap_per_epoch([rd1, java, rd2])

@@ -1,0 +1,458 @@
+"""Kafka 4's consumer protocol (KIP-848) in the sans-IO core, on fake time.
+
+ConsumerGroupHeartbeat end to end through `GroupCoordinator.handle`: Kafka's worked
+example (revoke first, assign only what is free), every validation and epoch error a
+client reacts to, static members, the session and rebalance timers, topic changes, the
+records replayed after a restart, offsets fenced by member epoch, and the group's
+conversions to and from a classic group.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from kgroups.coordinator.core import CoordinatorConfig
+from kgroups.coordinator.core import msg_cluster as mc
+from kgroups.coordinator.core import msg_consumer as mn
+from kgroups.coordinator.core import msg_group as mg
+from kgroups.coordinator.core import msg_offsets as mo
+from kgroups.coordinator.core.consumer_group import ConsumerGroupState
+from kgroups.coordinator.core.consumer_heartbeat import rebalance_key, session_key
+from kgroups.protocol.errors import ErrorCode
+from tests.core_context import CoreContext
+
+SESSION_MS = 45_000
+INTERVAL_MS = 5_000
+Assignment = dict[str, set[int]]
+
+
+class Consumers(CoreContext):
+    """A CoreContext that speaks ConsumerGroupHeartbeat with topic names (ids mapped)."""
+
+    def grow(self, name: str, partitions: int) -> None:
+        req = mc.CreatePartitionsRequest(((name, partitions),), False)
+        assert self.reply(self.send(req, version=3)).results[0].error is ErrorCode.none
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        return self.core.topics[name].topic_id  # type: ignore[no-any-return]
+
+    def hb(
+        self,
+        member_id: str,
+        epoch: int,
+        *,
+        group: str = "g",
+        topics: tuple[str, ...] | None = None,
+        owned: Assignment | None = None,
+        rebalance_ms: int = -1,
+        instance_id: str | None = None,
+        assignor: str | None = None,
+        regex: str | None = None,
+        version: int = 1,
+    ) -> mn.ConsumerHeartbeatResponse:
+        req = mn.ConsumerHeartbeatRequest(
+            group_id=group,
+            member_id=member_id,
+            member_epoch=epoch,
+            instance_id=instance_id,
+            rebalance_timeout_ms=rebalance_ms,
+            subscribed_topic_names=topics,
+            subscribed_topic_regex=regex,
+            server_assignor=assignor,
+            owned=None
+            if owned is None
+            else tuple((self.topic_id(t), tuple(sorted(ps))) for t, ps in owned.items()),
+        )
+        response: mn.ConsumerHeartbeatResponse = self.reply(self.send(req, version=version))
+        return response
+
+    def join_consumer(
+        self, member_id: str, *topics: str, **kw: Any
+    ) -> mn.ConsumerHeartbeatResponse:
+        kw.setdefault("rebalance_ms", 300_000)
+        return self.hb(member_id, 0, topics=topics or ("t",), owned={}, **kw)
+
+
+def assigned(response: mn.ConsumerHeartbeatResponse) -> Assignment | None:
+    if response.assignment is None:
+        return None
+    return {t.name: set(t.partitions) for t in response.assignment if t.partitions}
+
+
+@pytest.fixture
+def ctx() -> Consumers:
+    c = Consumers(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
+    c.create_topic("t", 4)
+    return c
+
+
+def holders(ctx: Consumers, group: str = "g") -> dict[tuple[str, int], str]:
+    return {tp: m for tp, (m, _) in ctx.core.consumer_groups[group].holders.items()}
+
+
+# -- Kafka's worked example ---------------------------------------------------------------
+
+
+def test_the_worked_example_revokes_first_and_assigns_only_what_is_free(ctx: Consumers) -> None:
+    a = ctx.join_consumer("A")
+    assert (a.error, a.member_epoch, assigned(a)) == (ErrorCode.none, 2, {"t": {0, 1, 2, 3}})
+    assert a.heartbeat_interval_ms == INTERVAL_MS
+
+    b = ctx.join_consumer("B")
+    # B's share is still A's: it is told its epoch and an empty assignment.
+    assert (b.member_epoch, assigned(b)) == (3, {})
+    group = ctx.core.consumer_groups["g"]
+    assert group.state is ConsumerGroupState.RECONCILING
+    b_share = set(group.members["B"].target["t"])
+    a_share = {0, 1, 2, 3} - b_share
+    assert len(b_share) == 2
+
+    # A is told to keep its share only, and stays at its epoch while it revokes.
+    a = ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    assert (a.member_epoch, assigned(a)) == (2, {"t": a_share})
+    ctx.assert_timer(rebalance_key("g", "A"), ctx.now_ms + 300_000)
+    # B asks again before A released anything: still nothing (no partition twice).
+    b = ctx.hb("B", 3, owned={})
+    assert (b.member_epoch, b.assignment) == (3, None)
+    assert set(holders(ctx).values()) == {"A"}
+
+    # A released B's share: it moves to epoch 3 and its rebalance timer stops.
+    a = ctx.hb("A", 2, owned={"t": a_share})
+    assert (a.member_epoch, a.assignment) == (3, None)
+    assert ctx.timer(rebalance_key("g", "A")) is None
+    b = ctx.hb("B", 3, owned={})
+    assert (b.member_epoch, assigned(b)) == (3, {"t": b_share})
+    assert group.state is ConsumerGroupState.STABLE
+    assert holders(ctx) == {("t", p): ("A" if p in a_share else "B") for p in range(4)}
+
+
+def test_a_member_that_leaves_frees_its_partitions_for_the_others(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    ctx.join_consumer("B")
+    share = set(ctx.core.consumer_groups["g"].members["A"].target["t"])
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    ctx.hb("A", 2, owned={"t": share})
+    ctx.hb("B", 3, owned={})
+    left = ctx.hb("A", -1)
+    assert (left.error, left.member_id, left.member_epoch) == (ErrorCode.none, "A", -1)
+    assert ctx.timer(session_key("g", "A")) is None
+    b = ctx.hb("B", 3, owned={"t": {0, 1, 2, 3} - share})
+    assert (b.member_epoch, assigned(b)) == (4, {"t": {0, 1, 2, 3}})
+
+
+# -- validation --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_kw", "version", "code", "message"),
+    [
+        ({"member_id": "", "member_epoch": 0}, 1, ErrorCode.invalid_request, "MemberId"),
+        ({"member_id": "", "member_epoch": 5}, 0, ErrorCode.invalid_request, "MemberId"),
+        ({"group_id": " "}, 1, ErrorCode.invalid_request, "GroupId"),
+        ({"instance_id": " "}, 1, ErrorCode.invalid_request, "InstanceId"),
+        ({"rack_id": ""}, 1, ErrorCode.invalid_request, "RackId"),
+        ({"rebalance_timeout_ms": -1}, 1, ErrorCode.invalid_request, "RebalanceTimeoutMs"),
+        ({"owned": None}, 1, ErrorCode.invalid_request, "TopicPartitions"),
+        ({"subscribed_topic_names": None}, 1, ErrorCode.invalid_request, "Subscribed"),
+        ({"member_epoch": -2}, 1, ErrorCode.invalid_request, "InstanceId"),
+        ({"member_epoch": -3}, 1, ErrorCode.invalid_request, "MemberEpoch"),
+        ({"server_assignor": "sticky"}, 1, ErrorCode.unsupported_assignor, "uniform"),
+    ],
+)
+def test_invalid_requests_are_refused_before_any_group_exists(
+    ctx: Consumers, request_kw: dict[str, Any], version: int, code: ErrorCode, message: str
+) -> None:
+    fields: dict[str, Any] = {
+        "group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 1000,
+        "subscribed_topic_names": ("t",), "owned": (),
+    }  # fmt: skip
+    fields.update(request_kw)
+    response = ctx.reply(ctx.send(mn.ConsumerHeartbeatRequest(**fields), version=version))
+    assert response.error is code
+    assert message in (response.error_message or "")
+    assert "g" not in ctx.core.consumer_groups
+    assert ctx.core.timers.keys() == ["expire-offsets"]
+
+
+def test_rejoining_with_owned_partitions_is_invalid(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    response = ctx.hb("A", 0, topics=("t",), owned={"t": {0}}, rebalance_ms=1000)
+    assert response.error is ErrorCode.invalid_request
+
+
+def test_version_0_lets_the_coordinator_name_the_member(ctx: Consumers) -> None:
+    response = ctx.hb("", 0, topics=("t",), owned={}, rebalance_ms=1000, version=0)
+    assert response.error is ErrorCode.none
+    uuid.UUID(response.member_id or "")
+    assert response.member_id in ctx.core.consumer_groups["g"].members
+
+
+def test_an_invalid_regex_is_refused_and_a_valid_one_matches_whole_names(ctx: Consumers) -> None:
+    ctx.create_topic("orders-1", 1)
+    ctx.create_topic("xorders-1", 1)
+    bad = ctx.hb("m", 0, topics=None, regex="orders-(", owned={}, rebalance_ms=1000)
+    assert bad.error is ErrorCode.invalid_regular_expression
+    assert "g" not in ctx.core.consumer_groups
+    good = ctx.hb("m", 0, topics=None, regex="orders-.*", owned={}, rebalance_ms=1000)
+    assert assigned(good) == {"orders-1": {0}}
+
+
+# -- epochs ------------------------------------------------------------------------------
+
+
+def test_epoch_errors_are_kafkas(ctx: Consumers) -> None:
+    assert ctx.hb("A", 1).error is ErrorCode.group_id_not_found
+    ctx.join_consumer("A")
+    assert ctx.hb("B", 2).error is ErrorCode.unknown_member_id
+    assert ctx.hb("A", 3, owned={"t": {0, 1, 2, 3}}).error is ErrorCode.fenced_member_epoch
+    assert ctx.hb("A", 1, owned={"t": {0}}).error is ErrorCode.fenced_member_epoch
+    # A fenced member rejoins with epoch 0 and the same id (KAFKA-19233: no fencing loop).
+    again = ctx.hb("A", 0, topics=("t",), owned={}, rebalance_ms=300_000)
+    assert (again.error, again.member_epoch) == (ErrorCode.none, 2)
+
+
+def test_the_previous_epoch_is_accepted_when_the_answer_was_lost(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    ctx.join_consumer("B")
+    share = set(ctx.core.consumer_groups["g"].members["A"].target["t"])
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    ctx.hb("A", 2, owned={"t": share})  # A is at 3 now; suppose it never heard
+    retry = ctx.hb("A", 2, owned={"t": share})
+    assert (retry.error, retry.member_epoch) == (ErrorCode.none, 3)
+    # ... but not if it claims a partition it does not have.
+    claims = ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    assert claims.error is ErrorCode.fenced_member_epoch
+
+
+# -- timers ------------------------------------------------------------------------------
+
+
+def test_a_silent_member_is_fenced_after_its_session(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    ctx.join_consumer("B")
+    ctx.sleep(SESSION_MS - 1)
+    ctx.hb("B", 3, owned={})
+    ctx.sleep(1)
+    assert "A" not in ctx.core.consumer_groups["g"].members
+    b = ctx.hb("B", 3, owned={})
+    assert (b.member_epoch, assigned(b)) == (4, {"t": {0, 1, 2, 3}})
+
+
+def test_a_refused_heartbeat_does_not_extend_the_session(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    deadline = ctx.timer(session_key("g", "A"))
+    ctx.sleep(1000)
+    assert ctx.hb("A", 7, owned={}).error is ErrorCode.fenced_member_epoch
+    assert ctx.timer(session_key("g", "A")) == deadline
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced(ctx: Consumers) -> None:
+    ctx.join_consumer("A", rebalance_ms=10_000)
+    ctx.join_consumer("B")
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})  # told to revoke, never does
+    ctx.sleep(5_000)
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})  # still owning: the timer is not pushed back
+    ctx.sleep(5_000)
+    assert "A" not in ctx.core.consumer_groups["g"].members
+    assert ctx.hb("A", 2, owned={"t": {0, 1}}).error is ErrorCode.unknown_member_id
+
+
+# -- static members ----------------------------------------------------------------------
+
+
+def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance(ctx: Consumers) -> None:
+    ctx.join_consumer("A", instance_id="a")
+    ctx.join_consumer("B", instance_id="b")
+    share = set(ctx.core.consumer_groups["g"].members["A"].target["t"])
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}}, instance_id="a")
+    ctx.hb("A", 2, owned={"t": share}, instance_id="a")
+    b_first = assigned(ctx.hb("B", 3, owned={}, instance_id="b"))
+    assert b_first is not None
+    b_share = b_first["t"]
+    assert b_share == {0, 1, 2, 3} - share
+    epoch = ctx.core.consumer_groups["g"].group_epoch
+
+    # Another process with the same instance id while A has not left: refused.
+    twin = ctx.join_consumer("A2", instance_id="a")
+    assert twin.error is ErrorCode.unreleased_instance_id
+    gone = ctx.hb("A", -2, instance_id="a")
+    assert (gone.error, gone.member_epoch) == (ErrorCode.none, -2)
+    # While it is away nobody gets its partitions.
+    b = ctx.hb("B", 3, owned={"t": b_share}, instance_id="b")
+    assert b.assignment is None and holders(ctx)[("t", min(share))] == "A"
+
+    back = ctx.join_consumer("A2", instance_id="a")
+    assert (back.error, assigned(back)) == (ErrorCode.none, {"t": share})
+    assert ctx.core.consumer_groups["g"].group_epoch == epoch
+    assert "A" not in ctx.core.consumer_groups["g"].members
+    # The old member id is fenced by the new one.
+    assert ctx.hb("A", 3, instance_id="a").error is ErrorCode.fenced_instance_id
+
+
+def test_a_static_member_away_longer_than_its_session_is_fenced(ctx: Consumers) -> None:
+    ctx.join_consumer("A", instance_id="a")
+    ctx.hb("A", -2, instance_id="a")
+    ctx.sleep(SESSION_MS)
+    assert ctx.core.consumer_groups["g"].members == {}
+    assert ctx.core.consumer_groups["g"].state is ConsumerGroupState.EMPTY
+
+
+# -- topics ------------------------------------------------------------------------------
+
+
+def test_a_grown_topic_moves_the_group_epoch_and_its_new_partitions_are_assigned(
+    ctx: Consumers,
+) -> None:
+    ctx.join_consumer("A")
+    ctx.grow("t", 6)
+    a = ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    assert (a.member_epoch, assigned(a)) == (3, {"t": set(range(6))})
+
+
+def test_a_topic_created_after_the_member_subscribed_is_assigned(ctx: Consumers) -> None:
+    a = ctx.join_consumer("A", "t", "later")
+    assert assigned(a) == {"t": {0, 1, 2, 3}}
+    ctx.create_topic("later", 2)
+    a = ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    assert assigned(a) == {"t": {0, 1, 2, 3}, "later": {0, 1}}
+
+
+def test_group_configs_set_the_session_and_the_heartbeat_interval(ctx: Consumers) -> None:
+    ctx.alter_group_config(
+        "g", {"consumer.session.timeout.ms": "8000", "consumer.heartbeat.interval.ms": "1000"}
+    )
+    assert ctx.join_consumer("A").heartbeat_interval_ms == 1000
+    ctx.assert_timer(session_key("g", "A"), ctx.now_ms + 8000)
+    refused = ctx.alter_group_config("g", {"consumer.heartbeat.interval.ms": "8000"})
+    assert refused.error is ErrorCode.invalid_config
+
+
+# -- durability --------------------------------------------------------------------------
+
+
+def test_a_restart_mid_reconciliation_resumes_where_it_was(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    ctx.join_consumer("B")
+    share = set(ctx.core.consumer_groups["g"].members["A"].target["t"])
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    before = ctx.core.consumer_groups["g"].to_value()
+    ctx.restart()
+    group = ctx.core.consumer_groups["g"]
+    assert group.to_value() == before
+    assert set(holders(ctx).values()) == {"A"}
+    ctx.assert_timer(session_key("g", "B"), ctx.now_ms + SESSION_MS)
+    ctx.assert_timer(rebalance_key("g", "A"), ctx.now_ms + 300_000)
+    ctx.hb("A", 2, owned={"t": share})
+    assert assigned(ctx.hb("B", 3, owned={})) == {"t": {0, 1, 2, 3} - share}
+
+
+# -- offsets -----------------------------------------------------------------------------
+
+
+def commit(
+    ctx: Consumers, member: str, epoch: int, partitions: set[int], version: int = 9
+) -> set[ErrorCode]:
+    codes = ctx.commit("g", {("t", p): 5 for p in partitions}, member_id=member,
+                       generation=epoch, version=version)  # fmt: skip
+    return set(codes.values())
+
+
+def test_commits_are_fenced_by_member_epoch(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    assert commit(ctx, "A", 2, {0, 1}) == {ErrorCode.none}
+    assert commit(ctx, "A", 3, {0}) == {ErrorCode.stale_member_epoch}
+    assert commit(ctx, "B", 2, {0}) == {ErrorCode.unknown_member_id}
+    assert commit(ctx, "", -1, {0}) == {ErrorCode.unknown_member_id}  # admin, members live
+    assert commit(ctx, "A", 2, {0}, version=8) == {ErrorCode.unsupported_version}
+    ctx.join_consumer("B")
+    share = set(ctx.core.consumer_groups["g"].members["A"].target["t"])
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    ctx.hb("A", 2, owned={"t": share})  # A at epoch 3; a commit at 2 was in flight
+    # KIP-1251: an older epoch commits partitions the member had since then ...
+    assert commit(ctx, "A", 2, share) == {ErrorCode.none}
+    # ... not partitions it no longer has, nor ones it got later.
+    assert commit(ctx, "A", 2, {0, 1, 2, 3} - share) == {ErrorCode.stale_member_epoch}
+    b = ctx.hb("B", 3, owned={})
+    assert commit(ctx, "B", 3, set(assigned(b)["t"])) == {ErrorCode.none}  # type: ignore[index]
+    assert commit(ctx, "B", 2, set(assigned(b)["t"])) == {ErrorCode.stale_member_epoch}  # type: ignore[index]
+
+
+def test_fetches_under_the_consumer_protocol_need_the_exact_epoch(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    commit(ctx, "A", 2, {0})
+
+    def fetch(member: str | None, epoch: int) -> mo.FetchedGroup:
+        spec = mo.FetchGroup("g", (mo.FetchTopic("t", (0,)),), member, epoch)
+        response: mo.OffsetFetchResponse = ctx.reply(
+            ctx.send(mo.OffsetFetchRequest((spec,), True), version=9)
+        )
+        return response.groups[0]
+
+    assert fetch("A", 2).topics[0].partitions[0].offset == 5
+    assert fetch(None, -1).topics[0].partitions[0].offset == 5  # an admin's
+    assert fetch("A", 1).error is ErrorCode.stale_member_epoch
+    assert fetch("Z", 2).error is ErrorCode.unknown_member_id
+
+
+# -- admin APIs and conversions -----------------------------------------------------------
+
+
+def test_admin_apis_see_consumer_groups(ctx: Consumers) -> None:
+    ctx.join_consumer("A")
+    listed = ctx.reply(ctx.send(mg.ListGroupsRequest((), ("consumer",)), version=5))
+    assert [(g.group_id, g.protocol_type, g.state, g.group_type) for g in listed.groups] == [
+        ("g", "consumer", "Stable", "consumer")
+    ]
+    classic_only = ctx.reply(ctx.send(mg.ListGroupsRequest((), ("classic",)), version=5))
+    assert classic_only.groups == ()
+    described = ctx.reply(ctx.send(mg.DescribeGroupsRequest(("g",)), version=6)).groups[0]
+    assert (described.state, described.error) == ("Dead", ErrorCode.group_id_not_found)
+    group = ctx.reply(ctx.send(mn.ConsumerDescribeRequest(("g", "nope")), version=1)).groups
+    assert (group[0].state, group[0].group_epoch, group[0].assignment_epoch) == ("Stable", 2, 2)
+    assert group[0].assignor_name == "uniform"
+    member = group[0].members[0]
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == (
+        "A", 2, ("t",))  # fmt: skip
+    assert [(t.name, t.partitions) for t in member.assignment] == [("t", (0, 1, 2, 3))]
+    assert group[1].error is ErrorCode.group_id_not_found
+    deleted = ctx.reply(ctx.send(mg.DeleteGroupsRequest(("g",)), version=2))
+    assert deleted.results == (("g", ErrorCode.non_empty_group),)
+    ctx.hb("A", -1)
+    deleted = ctx.reply(ctx.send(mg.DeleteGroupsRequest(("g",)), version=2))
+    assert deleted.results == (("g", ErrorCode.none),)
+    assert "g" not in ctx.core.consumer_groups
+
+
+def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets(ctx: Consumers) -> None:
+    assert set(ctx.commit("g", {("t", 0): 42}).values()) == {ErrorCode.none}  # a simple group
+    assert "g" in ctx.core.groups
+    a = ctx.join_consumer("A")
+    assert a.error is ErrorCode.none
+    assert "g" not in ctx.core.groups and "g" in ctx.core.consumer_groups
+    assert ctx.committed("g", "t", [0]) == {0: 42}
+    ctx.restart()
+    assert "g" in ctx.core.consumer_groups and ctx.committed("g", "t", [0]) == {0: 42}
+
+
+def test_a_classic_group_with_members_is_not_taken_over(ctx: Consumers) -> None:
+    member_id, ref = ctx.join_new_member("g")
+    ctx.sleep(0)
+    assert ctx.reply(ref).error is ErrorCode.none
+    refused = ctx.join_consumer("A")
+    assert refused.error is ErrorCode.group_id_not_found
+    assert "g" not in ctx.core.consumer_groups
+
+
+def test_an_empty_consumer_group_becomes_a_classic_one_but_a_live_one_does_not(
+    ctx: Consumers,
+) -> None:
+    ctx.join_consumer("A")
+    assert ctx.reply(ctx.join("g")).error is ErrorCode.inconsistent_group_protocol
+    ctx.hb("A", -1)
+    member_id, ref = ctx.join_new_member("g")
+    ctx.sleep(0)
+    assert ctx.reply(ref).error is ErrorCode.none
+    assert "g" in ctx.core.groups and "g" not in ctx.core.consumer_groups
