@@ -233,3 +233,33 @@ def test_librdkafka_and_java_consumers_share_a_consumer_protocol_group(
     live.remove(rd2)
     wait_until(lambda: converged(live, partitions), 30, "Java alone after a close")
     no_overlap_per_epoch([rd1, java, rd2])
+
+
+def test_franz_go_consumers_with_the_server_side_balancer(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    """franz-go's kgo.ServerSideBalancer (v1.22): range asks for the server's `range`
+    assignor, which the group then uses; members join, split, and take over a closed
+    and a killed member's partitions."""
+    partitions = topic(coordinator, "go", 6)
+
+    def start(name: str) -> Member:
+        m = Member("franz-go", coordinator.bootstrap, "go", ["go"], client_id=name,
+                   strategy="range", extra=CONSUMER)  # fmt: skip
+        members.append(m)
+        return m
+
+    one, two, three = start("one"), start("two"), start("three")
+    live = [one, two, three]
+    wait_until(lambda: converged(live, partitions), 60, "three franz-go consumers")
+    stays_stable(coordinator, "go", 3, 1.5)
+    assert describe(coordinator, "go").assignor_name == "range"
+    three.close()
+    live.remove(three)
+    wait_until(lambda: converged(live, partitions), 30, "two after a close")
+    two.kill()
+    live.remove(two)
+    wait_until(lambda: converged(live, partitions), 40, "one after a kill")
+    one.send("commit 3")
+    assert one.wait_event("committed")["partitions"]
+    no_overlap_per_epoch([one, two, three])

@@ -15,6 +15,8 @@ import pytest
 
 from kgroups.coordinator.core.msg_group import Protocol
 from kgroups.coordinator.core.records import (
+    ConsumerGroupValue,
+    ConsumerMemberValue,
     GroupConfigRecord,
     GroupRecord,
     GroupValue,
@@ -34,6 +36,19 @@ from tests.postgres import PASSWORD, PostgresServer
 MEMBER = MemberValue("m-1", "i-1", "client", "/10.0.0.1", 30_000, 10_000,
                      (Protocol("range", b"\x00\x01"), Protocol("sticky", b"")), b"\xff\x00")  # fmt: skip
 GROUP = GroupValue(7, GroupState.STABLE, 123, "consumer", "range", "m-1", (MEMBER,))
+
+CONSUMER_GROUP = ConsumerGroupValue(
+    group_epoch=9, assignment_epoch=8, assignment_timestamp_ms=1234, metadata_hash=-77,
+    owner="User:alice",
+    members=(
+        ConsumerMemberValue("m-1", "i-1", "rack-a", "client", "/10.0.0.1", ("t", "u"), None,
+                            300_000, "range", 8, 7, 1, (("t", ((0, 7), (1, 8))),),
+                            (("u", ((2, 5),)),), (("t", (0, 1, 3)),)),
+        ConsumerMemberValue("m-2", None, None, "c2", "/10.0.0.2", (), "ord.*", 60_000, None,
+                            -2, 8, 127, (), (), ()),
+    ),
+)  # fmt: skip
+"""A consumer-protocol group with every field set (an unknown member state included)."""
 
 Opener = Callable[[], RecordStore]
 
@@ -79,6 +94,16 @@ def test_records_round_trip_with_tombstones(opener: Opener) -> None:
         GroupRecord("g", GROUP),
         offset,
         OffsetRecord("g", "t", 3, OffsetValue(7, -1, "", 5, 6000)),
+    ]
+
+
+def test_consumer_protocol_groups_round_trip_beside_classic_ones(opener: Opener) -> None:
+    store = opener()
+    store.append([GroupRecord("classic", GROUP), GroupRecord("modern", CONSUMER_GROUP)])
+    store.close()
+    assert list(opener().load()) == [
+        GroupRecord("classic", GROUP),
+        GroupRecord("modern", CONSUMER_GROUP),
     ]
 
 

@@ -35,7 +35,15 @@ from kafka.structs import OffsetAndMetadata
 
 from kgroups import admin
 from tests.integration.conftest import FAST
-from tests.integration.harness import ROOT, Coordinator, Member, create_topic, wait_converged
+from tests.integration.harness import (
+    ROOT,
+    Coordinator,
+    Member,
+    create_topic,
+    wait_converged,
+    wait_until,
+)
+from tests.integration.test_consumer_protocol_clients import CONSUMER, converged, holding
 
 sys.path.insert(0, str(ROOT / "tools"))
 import kafkatools  # tools/ is not a package
@@ -450,3 +458,50 @@ def test_delete_empty_groups(server: Coordinator) -> None:
         assert committed(server, group) == {}
         assert group_state(server, group) == "Dead"
     assert not {"g-gone-1", "g-gone-2"} & set(cg(server, "--list").split())
+
+
+# --- kafka-consumer-groups on a consumer-protocol group (KIP-848) ----------------------------
+
+
+def test_list_and_describe_a_consumer_protocol_group(
+    server: Coordinator, live: list[Member]
+) -> None:
+    """Two Java consumers with group.protocol=consumer: the tool lists the group with type
+    Consumer and describes it through ConsumerGroupDescribe (members, epochs, assignor)."""
+    create_topic(server, "mt", 4)
+    started = [Member("java", server.bootstrap, "modern", ["mt"], client_id=f"j{i}",
+                      extra=CONSUMER) for i in range(2)]  # fmt: skip
+    try:
+        wait_until(lambda: converged(started, {("mt", p) for p in range(4)}), 60, "consumers")
+        types, consumer_only, members, verbose, state = cg_many(
+            server,
+            ["--list", "--type"],
+            ["--list", "--type", "consumer"],
+            ["--describe", "--group", "modern", "--members"],
+            ["--describe", "--group", "modern", "--members", "--verbose"],
+            ["--describe", "--group", "modern", "--state"],
+        )
+        type_of = {r["GROUP"]: r["TYPE"] for r in table(types)}
+        assert (type_of["modern"], type_of["live"]) == ("Consumer", "Classic")
+        assert [r["GROUP"] for r in table(consumer_only)] == ["modern"]
+        reported = {m.name: holding(m) for m in started}
+        rows = table(members)
+        assert {r["CLIENT-ID"] for r in rows} == {"j0", "j1"}
+        for r in rows:
+            mine = reported[r["CLIENT-ID"]]
+            assert mine is not None
+            assert r["CONSUMER-ID"] == mine["member_id"]
+            assert int(r["#PARTITIONS"]) == len(mine["partitions"])
+        (row,) = table(state)
+        assert (row["ASSIGNMENT-STRATEGY"], row["STATE"], row["#MEMBERS"]) == (
+            "uniform", "Stable", "2")  # fmt: skip
+        for r in table(verbose):
+            mine = reported[r["CLIENT-ID"]]
+            assert mine is not None
+            listed = ",".join(str(p) for _, p in mine["partitions"])
+            epoch = str(mine["generation"])
+            assert (r["CURRENT-EPOCH"], r["CURRENT-ASSIGNMENT"]) == (epoch, f"mt:{listed}")
+            assert (r["TARGET-EPOCH"], r["TARGET-ASSIGNMENT"]) == (epoch, f"mt:{listed}")
+    finally:
+        for m in started:
+            m.kill()

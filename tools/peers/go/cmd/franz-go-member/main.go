@@ -6,6 +6,12 @@
 // it with the generation kgo stored at the join. Records are polled as an application
 // polls them; auto-commit is off and "commit N" commits synchronously through kgo's
 // CommitOffsetsSync, inside the current generation.
+//
+// With --group-protocol consumer it speaks Kafka 4's consumer protocol (KIP-848,
+// kgo.ServerSideBalancer: sticky and cooperative-sticky ask for the server's "uniform"
+// assignor, range for "range"); the coordinator then sets the timeouts, and since a
+// member's epoch moves without a callback when nothing of its own changes, a
+// "generation" event reports each new epoch while it holds partitions.
 package main
 
 import (
@@ -13,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,6 +94,23 @@ func (m *member) commit(cl *kgo.Client, offset int64) {
 	peer.Emit("committed", map[string]any{"offset": offset, "partitions": owned.List()})
 }
 
+// watchEpoch reports the member epoch each time it moves while partitions are held.
+func (m *member) watchEpoch(cl *kgo.Client) {
+	last := int32(-1)
+	for range time.Tick(100 * time.Millisecond) {
+		m.mu.Lock()
+		now := m.owned.List()
+		m.mu.Unlock()
+		memberID, epoch := cl.GroupMetadata()
+		if len(now) > 0 && epoch != last {
+			last = epoch
+			peer.Emit("generation", map[string]any{
+				"generation": epoch, "member_id": memberID, "partitions": now,
+			})
+		}
+	}
+}
+
 func main() {
 	args := peer.ParseArgs("franz-go-member")
 	m := &member{owned: peer.Partitions{}}
@@ -96,8 +120,6 @@ func main() {
 		kgo.ConsumerGroup(args.Group),
 		kgo.ConsumeTopics(args.Topics...),
 		kgo.Balancers(balancers[args.Strategy]()),
-		kgo.SessionTimeout(args.SessionTimeout),
-		kgo.HeartbeatInterval(args.Heartbeat),
 		kgo.RebalanceTimeout(args.MaxPoll),
 		kgo.MetadataMaxAge(args.MetadataMaxAge),
 		kgo.DisableAutoCommit(),
@@ -106,6 +128,12 @@ func main() {
 		kgo.OnPartitionsRevoked(m.taken("revoked")),
 		kgo.OnPartitionsLost(m.taken("lost")),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)),
+	}
+	if args.GroupProtocol == "consumer" {
+		opts = append(opts, kgo.ServerSideBalancer())
+	} else {
+		opts = append(opts, kgo.SessionTimeout(args.SessionTimeout),
+			kgo.HeartbeatInterval(args.Heartbeat))
 	}
 	if args.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(args.InstanceID))
@@ -116,6 +144,9 @@ func main() {
 		os.Exit(2)
 	}
 	peer.Emit("started", nil)
+	if args.GroupProtocol == "consumer" {
+		go m.watchEpoch(cl)
+	}
 
 	polling := make(chan struct{})
 	go func() {

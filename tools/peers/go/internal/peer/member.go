@@ -33,6 +33,9 @@ type Args struct {
 	Heartbeat      time.Duration
 	MaxPoll        time.Duration
 	MetadataMaxAge time.Duration
+	// GroupProtocol is "classic" or "consumer" (Kafka 4's KIP-848: the coordinator
+	// assigns; franz-go's ServerSideBalancer).
+	GroupProtocol string
 }
 
 // Strategies are the assignor names member.py accepts.
@@ -52,6 +55,7 @@ func ParseArgs(program string) Args {
 	heartbeat := fs.Int("heartbeat-interval-ms", 500, "heartbeat interval")
 	maxPoll := fs.Int("max-poll-interval-ms", 30000, "rebalance timeout")
 	metadataAge := fs.Int("metadata-max-age-ms", 300000, "metadata refresh interval")
+	protocol := fs.String("group-protocol", "classic", "classic|consumer")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -62,6 +66,10 @@ func ParseArgs(program string) Args {
 			fmt.Fprintf(os.Stderr, "%s: --%s is required\n", program, name)
 			os.Exit(2)
 		}
+	}
+	if *protocol != "classic" && *protocol != "consumer" {
+		fmt.Fprintf(os.Stderr, "%s: unknown --group-protocol %q\n", program, *protocol)
+		os.Exit(2)
 	}
 	if !slices.Contains(Strategies, *strategy) {
 		fmt.Fprintf(os.Stderr, "%s: unknown --strategy %q\n", program, *strategy)
@@ -79,6 +87,7 @@ func ParseArgs(program string) Args {
 		Heartbeat:      ms(*heartbeat),
 		MaxPoll:        ms(*maxPoll),
 		MetadataMaxAge: ms(*metadataAge),
+		GroupProtocol:  *protocol,
 	}
 }
 
