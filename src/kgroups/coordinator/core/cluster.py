@@ -274,6 +274,7 @@ def handle_delete_topics(core: Core, ctx: RequestContext, req: DeleteTopicsReque
             continue
         del core.topics[info.name]
         del core.topic_names_by_id[info.topic_id]
+        core.topics_version += 1
         core.out.persist(TopicRecord(info.name, None))
         delete_topic_offsets(core, info.name)
         forget_topic(core.log_ends, info.name)
@@ -446,6 +447,7 @@ def refresh(core: Core, records: Iterable[Record]) -> None:
     reloading what other replicas wrote). A topic gone takes its offsets with it, in the
     groups served here, as when it is deleted here."""
     topics = {r.name: r for r in records if isinstance(r, TopicRecord) and r.value is not None}
+    core.topics_version += 1
     for name in [n for n in core.topics if n not in topics]:
         info = core.topics.pop(name)
         core.topic_names_by_id.pop(info.topic_id, None)

@@ -63,6 +63,11 @@ class ConsumerMember:
     server_assignor: str | None = None
     current: MemberAssignment[str] = field(default_factory=MemberAssignment)
     target: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    value: tuple[MemberAssignment[str], tuple[object, ...], ConsumerMemberValue] | None = None
+    """(its assignment, metadata and target, its record then): `to_value`'s cache."""
+    resolved: tuple[object, frozenset[str]] | None = None
+    """The existing topics its subscription names, and for which topics and subscription
+    (not persisted: `consumer_heartbeat.subscribed_topics` recomputes it)."""
 
     @property
     def epoch(self) -> int:
@@ -75,6 +80,17 @@ class ConsumerMember:
                 self.rebalance_timeout_ms, self.server_assignor)  # fmt: skip
 
     def to_value(self) -> ConsumerMemberValue:
+        """The member's record, made again only when it changed (a group's snapshot is
+        written after every heartbeat that changed any of its members)."""
+        key = (self.metadata_key(), tuple(self.target.items()))
+        cached = self.value
+        if cached is not None and cached[0] is self.current and cached[1] == key:
+            return cached[2]
+        value = self._value()
+        self.value = (self.current, key, value)
+        return value
+
+    def _value(self) -> ConsumerMemberValue:
         c = self.current
         return ConsumerMemberValue(
             member_id=self.member_id,
@@ -147,6 +163,13 @@ class ConsumerGroup:
     """(topic, partition) -> (member id, its epoch) for every partition held."""
     metadata_hash: int = 0
     """The subscribed topics' hash when the group epoch last moved (`topics_hash`)."""
+    subscriptions_version: int = 0
+    """Moves when a member joins, leaves or changes its subscription (in memory only)."""
+    preferred: tuple[int, str] | None = None
+    """(subscriptions version, the preferred assignor then)."""
+    hashed: tuple[tuple[int, int], int] | None = None
+    """((topics version, subscriptions version), the topics' hash then): a heartbeat
+    that changes neither costs no rehash of the whole group's topics."""
     owner: str | None = None
     """The principal that created the group (`ownership.py`)."""
 
@@ -172,13 +195,19 @@ class ConsumerGroup:
         return counts
 
     def preferred_assignor(self) -> str:
-        """The assignor most members ask for (ties: the first asked for), else the default."""
+        """The assignor most members ask for (ties: the first asked for), else the default
+        (cached until a member joins, leaves or changes its subscription or assignor)."""
+        if self.preferred is not None and self.preferred[0] == self.subscriptions_version:
+            return self.preferred[1]
         asked = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
-        return asked.most_common(1)[0][0] if asked else DEFAULT_ASSIGNORS[0]
+        name = asked.most_common(1)[0][0] if asked else DEFAULT_ASSIGNORS[0]
+        self.preferred = (self.subscriptions_version, name)
+        return name
 
     # -- membership and holdings -------------------------------------------------------
 
     def add(self, member: ConsumerMember) -> None:
+        self.subscriptions_version += 1
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -188,6 +217,7 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.subscriptions_version += 1
         if member.instance_id is not None and (
             self.static_members.get(member.instance_id) == member_id
         ):

@@ -196,26 +196,35 @@ def _compile(regex: str) -> re.Pattern[str]:
 def subscribed_topics(core: Core, member: ConsumerMember) -> frozenset[str]:
     """The existing topics the member subscribes to: by name, and by its regex (matched
     whole, as Kafka matches it)."""
+    key = (core.topics_version, member.subscribed_topic_names, member.subscribed_topic_regex)
+    if member.resolved is not None and member.resolved[0] == key:
+        return member.resolved[1]
     names = {n for n in member.subscribed_topic_names if n in core.topics}
     if member.subscribed_topic_regex:
         pattern = _compile(member.subscribed_topic_regex)
         names.update(name for name in core.topics if pattern.fullmatch(name))
-    return frozenset(names)
+    member.resolved = (key, frozenset(names))
+    return member.resolved[1]
 
 
 def topics_hash(core: Core, group: ConsumerGroup) -> int:
     """A hash of every topic the group subscribes to (id, name, partition count): Kafka's
     group metadata hash, which moves when one is created, grown or deleted."""
+    key = (core.topics_version, group.subscriptions_version)
+    if group.hashed is not None and group.hashed[0] == key:
+        return group.hashed[1]
     topics: set[str] = set()
     for member in group.members.values():
         topics |= subscribed_topics(core, member)
-    if not topics:
-        return 0
-    digest = hashlib.blake2b(digest_size=8)
-    for name in sorted(topics):
-        info = core.topics[name]
-        digest.update(f"{info.topic_id}\0{name}\0{info.partitions}\0".encode())
-    return int.from_bytes(digest.digest(), "big", signed=True)
+    value = 0
+    if topics:
+        digest = hashlib.blake2b(digest_size=8)
+        for name in sorted(topics):
+            info = core.topics[name]
+            digest.update(f"{info.topic_id}\0{name}\0{info.partitions}\0".encode())
+        value = int.from_bytes(digest.digest(), "big", signed=True)
+    group.hashed = (key, value)
+    return value
 
 
 def _heartbeat(
@@ -250,6 +259,7 @@ def _heartbeat(
     is_new = member.member_id not in group.members
     metadata = member.metadata_key()
     subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
+    assignor = member.server_assignor
     preferred = group.preferred_assignor()
     before = member.current
     _update(member, ctx, req)
@@ -260,6 +270,8 @@ def _heartbeat(
         group.add(member)
     changed = is_new or member.metadata_key() != metadata
     resubscribed = (member.subscribed_topic_names, member.subscribed_topic_regex) != subscription
+    if resubscribed or member.server_assignor != assignor:
+        group.subscriptions_version += 1
     bump = resubscribed or group.preferred_assignor() != preferred
     metadata_hash = topics_hash(core, group)
     if metadata_hash != group.metadata_hash:

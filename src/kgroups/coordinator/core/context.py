@@ -61,6 +61,9 @@ class Core:
     group_configs: dict[str, dict[str, int]] = field(default_factory=dict)
     """group id -> Kafka config name -> override (see `group_configs.py`)."""
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    topics_version: int = 0
+    """Moves whenever a topic is created, changed or deleted (what consumer groups cache
+    their subscriptions' resolution against)."""
     log_ends: LogEnds = field(default_factory=dict)
     """(topic, partition) -> how far its log is known to reach (see `log_ends.py`)."""
     timers: KeyedTimers = field(default_factory=KeyedTimers)

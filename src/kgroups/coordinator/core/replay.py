@@ -43,6 +43,7 @@ def replay(core: Core, record: Record) -> None:
 
 
 def _replay_topic(core: Core, record: TopicRecord) -> None:
+    core.topics_version += 1
     old = core.topics.pop(record.name, None)
     if old is not None:
         core.topic_names_by_id.pop(old.topic_id, None)

@@ -13,6 +13,7 @@ from kgroups.coordinator.core.records import TopicRecord, TopicValue
 def put_topic(core: Core, name: str, info: TopicInfo) -> None:
     core.topics[name] = info
     core.topic_names_by_id[info.topic_id] = name
+    core.topics_version += 1
     configs = tuple(sorted(info.configs.items()))
     value = TopicValue(info.topic_id, info.partitions, info.created_ms, configs)
     core.out.persist(TopicRecord(name, value))
