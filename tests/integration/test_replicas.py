@@ -172,6 +172,54 @@ def test_a_replica_killed_loses_its_groups_to_the_others_and_no_commit(
     assert hit not in set(cluster.owners().values())
 
 
+def test_a_consumer_protocol_group_keeps_its_epoch_through_the_loss_of_its_replica(
+    cluster: Cluster, members: list[Member]
+) -> None:
+    """Kafka 4's consumer protocol (KIP-848) on replicas: Java, librdkafka and franz-go
+    consumers in one group on the replica that is killed; the group's next owner loads it
+    with every member's epoch and assignment, gives each a fresh session, and nobody's
+    partitions move."""
+    from tests.integration.test_consumer_protocol_clients import (
+        CONSUMER,
+        no_overlap_per_epoch,
+    )
+    from tests.integration.test_consumer_protocol_clients import (
+        converged as settled,
+    )
+
+    first = next(iter(cluster.replicas.values()))
+    asyncio.run(admin.create_topic("127.0.0.1", first.port, "modern", 6))
+    partitions = {("modern", p) for p in range(6)}
+    hit = cluster.owners()[0]
+    (name,) = cluster.names("modern", 1, on=hit)
+    group = [
+        Member(client, cluster.bootstrap, name, ["modern"], client_id=client, extra=CONSUMER)
+        for client in ("java", "confluent", "franz-go")
+    ]
+    members.extend(group)
+    epoch = wait_until(lambda: settled(group, partitions), 90, "three consumers to settle")
+    _, before = asyncio.run(describe(cluster.bootstrap, name))
+    seen = {m.name: len(m.events) for m in group}
+
+    cluster.replicas[hit].kill()
+
+    def taken_over() -> bool:
+        owners = cluster.owners()
+        return len(owners) == 50 and hit not in owners.values()
+
+    wait_until(taken_over, 30, "every shard owned by the others")
+    time.sleep(3)  # several heartbeats on the new owner: a rebalance would show now
+    moved = [e for m in group for e in m.events[seen[m.name] :] if e["event"] in MOVES]
+    assert not moved, moved
+    assert settled(group, partitions) == epoch
+    node, after = asyncio.run(describe(cluster.bootstrap, name))
+    assert (after.state, after.generation, after.group_type) == ("Stable", before.generation,
+                                                                  "consumer")  # fmt: skip
+    assert {m.member_id for m in after.members} == {m.member_id for m in before.members}
+    assert node.port != cluster.replicas[hit].port
+    no_overlap_per_epoch(group)
+
+
 def test_a_replica_stopped_hands_its_groups_over_at_once(
     cluster: Cluster, members: list[Member]
 ) -> None:

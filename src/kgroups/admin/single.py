@@ -262,8 +262,8 @@ class Admin:
 
     async def describe_consumer_groups(self, group_ids: Collection[str]) -> list[GroupView]:
         """ConsumerGroupDescribe (KIP-848): groups of Kafka 4's consumer protocol, which
-        DescribeGroups calls Dead. kgroups has classic groups only and does not serve it:
-        ask only for groups ListGroups calls "consumer"."""
+        DescribeGroups calls Dead (on Kafka and on kgroups alike): ask for the groups
+        ListGroups calls "consumer"."""
         req = build(
             cgd.ConsumerGroupDescribeRequest,
             {"group_ids": list(group_ids), "include_authorized_operations": False},
