@@ -17,6 +17,7 @@ Kafka's defaults are 45 s and 5 s, and the Java client refuses its own settings)
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -24,9 +25,11 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 from kio.schema.consumer_group_describe.v1 import request as cgd_req
 from kio.schema.consumer_group_describe.v1 import response as cgd_resp
+from typer.testing import CliRunner
 
 from kgroups import admin
 from kgroups.admin.single import Admin
+from kgroups.cli import app as cli
 from kgroups.protocol.build import build
 from tests.integration.harness import Coordinator, Member, wait_until
 
@@ -124,6 +127,22 @@ def test_java_consumers_scale_commit_fail_and_restart_under_the_consumer_protoco
     assert described.assignor_name == "uniform"
     assert {m.client_id for m in described.members} == {"a", "b", "c"}
     assert all(m.member_type == 1 for m in described.members)
+    # `kgroups group describe` shows the epochs and each member's current and target.
+    shown = CliRunner().invoke(cli, ["group", "describe", "--group", "cg", "--members",
+                                     "-o", "json", "--bootstrap-server", coordinator.bootstrap])  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    view = json.loads(shown.output)
+    view = view[0] if isinstance(view, list) else view
+    assert (view["type"], view["group_epoch"]) == ("Consumer", described.group_epoch)
+    reports = {m.name: holding(m) for m in (a, b, c)}
+    for member in view["members"]:
+        mine = reports[member["client_id"]]
+        assert mine is not None
+        assert member["member_epoch"] == mine["generation"] == view["assignment_epoch"]
+        owned = {
+            t: sorted(p for tt, p in mine["partitions"] if tt == t) for t, _ in mine["partitions"]
+        }
+        assert member["assignment"] == member["target_assignment"] == owned
 
     # A commit at the member's epoch is durable and read back by another client.
     a.send("commit 11")

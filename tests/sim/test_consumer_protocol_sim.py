@@ -177,4 +177,3 @@ def test_random_schedules_never_give_a_partition_to_two_members(seed: int) -> No
     for _ in range(120):
         sim.step()
     sim.settle()
-

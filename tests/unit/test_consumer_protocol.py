@@ -9,6 +9,7 @@ conversions to and from a classic group.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -198,6 +199,33 @@ def test_an_invalid_regex_is_refused_and_a_valid_one_matches_whole_names(ctx: Co
     assert "g" not in ctx.core.consumer_groups
     good = ctx.hb("m", 0, topics=None, regex="orders-.*", owned={}, rebalance_ms=1000)
     assert assigned(good) == {"orders-1": {0}}
+
+
+def test_patterns_are_re2_a_backtracking_one_cannot_stall_and_a_bad_one_logs_nothing(
+    ctx: Consumers, capfd: pytest.CaptureFixture[str]
+) -> None:
+    ctx.create_topic("a" * 240 + "b", 1)  # `(a+)+$` would take Python's re 2**240 steps
+    started = time.monotonic()
+    stalls = ctx.hb("m", 0, topics=None, regex="(a+)+$", owned={}, rebalance_ms=1000)
+    assert stalls.error is ErrorCode.none and assigned(stalls) == {}
+    assert time.monotonic() - started < 5
+    for bad in ("orders-(", "x" * 5000, r"(a)\1"):  # no backreferences in RE2
+        refused = ctx.hb("n", 0, topics=None, regex=bad, owned={}, rebalance_ms=1000)
+        assert refused.error is ErrorCode.invalid_regular_expression, bad
+    assert capfd.readouterr().err == ""
+    # RE2 syntax Python's re lacks is understood (Kafka's RE2/J has it too).
+    ctx.create_topic("ok7", 1)
+    posix = ctx.hb("p", 0, topics=None, regex="ok[[:digit:]]", owned={}, rebalance_ms=1000)
+    assert assigned(posix) == {"ok7": {0}}
+
+
+def test_a_subscription_larger_than_a_group_record_is_refused_and_nothing_stays(
+    ctx: Consumers,
+) -> None:
+    names = tuple(f"topic-{n:07d}" for n in range(80_000))  # about 1.2 MB of names
+    refused = ctx.hb("m", 0, topics=names, owned={}, rebalance_ms=1000)
+    assert refused.error is ErrorCode.unknown_server_error
+    assert "g" not in ctx.core.consumer_groups and not ctx.store.rows.keys() - {("topic", "t")}
 
 
 # -- epochs ------------------------------------------------------------------------------

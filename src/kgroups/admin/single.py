@@ -284,6 +284,11 @@ class Admin:
                         tp.topic_name: tuple(int(p) for p in tp.partitions)
                         for tp in m.assignment.topic_partitions
                     },
+                    epoch=int(m.member_epoch),
+                    target={
+                        tp.topic_name: tuple(int(p) for p in tp.partitions)
+                        for tp in m.target_assignment.topic_partitions
+                    },
                 )
                 for m in g.members
             )
@@ -296,6 +301,7 @@ class Admin:
                     members,
                     generation=int(g.group_epoch),
                     group_type="consumer",
+                    assignment_epoch=int(g.assignment_epoch),
                 )
             )
         return views

@@ -45,6 +45,10 @@ class MemberView:
     client_id: str
     host: str
     assignment: dict[str, tuple[int, ...]]
+    epoch: int | None = None
+    """A KIP-848 member's epoch (None for a classic group's member)."""
+    target: dict[str, tuple[int, ...]] | None = None
+    """A KIP-848 member's target assignment (None for a classic group's member)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,8 @@ class GroupView:
     group_type: str = "classic"
     """"classic", or "consumer" for a KIP-848 group (Kafka 4): then `generation` is the
     group epoch, `protocol` the server-side assignor, and there is no leader."""
+    assignment_epoch: int | None = None
+    """A KIP-848 group's target assignment epoch."""
 
     @property
     def exists(self) -> bool:

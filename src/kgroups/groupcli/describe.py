@@ -126,8 +126,16 @@ def _owned(member: MemberView) -> list[TP]:
 
 def kafka_assignment(member: MemberView) -> str:
     """Kafka's CURRENT-ASSIGNMENT: `t:0,1;u:0`."""
-    parts = [f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in member.assignment.items() if ps]
+    return _kafka_partitions(member.assignment)
+
+
+def _kafka_partitions(partitions: dict[str, tuple[int, ...]]) -> str:
+    parts = [f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in partitions.items() if ps]
     return ";".join(sorted(parts)) or MISSING
+
+
+def _or_missing(value: int | None) -> object:
+    return MISSING if value is None else value
 
 
 def assignment(member: MemberView) -> str:
@@ -192,7 +200,9 @@ def members_table(d: Described, *, verbose: bool) -> str:
             row.append(m.instance_id or MISSING)
         row += [m.host, m.client_id, len(_owned(m))]
         if verbose:
-            row += [MISSING, kafka_assignment(m), MISSING, MISSING]
+            target = MISSING if m.target is None else _kafka_partitions(m.target)
+            row += [_or_missing(m.epoch), kafka_assignment(m),
+                    _or_missing(d.group.assignment_epoch), target]  # fmt: skip
         row.append(is_leader(d, m))
         if not verbose:
             row.append(assignment(m))
@@ -211,7 +221,8 @@ def state_table(d: Described, *, verbose: bool) -> str:
     ]  # fmt: skip
     row: list[object] = [g.group_id, coordinator, g.protocol or MISSING, g.state]
     if verbose:
-        row += [MISSING, MISSING]
+        consumer = g.group_type == "consumer"
+        row += [g.generation if consumer else MISSING, _or_missing(g.assignment_epoch)]
     row += [len(g.members), d.generation, d.leader]
     return render(columns, [row])
 
@@ -229,12 +240,17 @@ def to_json(d: Described) -> dict[str, Any]:
         "assignment_strategy": g.protocol or None,
         "generation": d.generation,
         "leader": d.leader,
+        **({"group_epoch": g.generation, "assignment_epoch": g.assignment_epoch}
+           if g.group_type == "consumer" else {}),
         "members": [
             {
                 "consumer_id": m.member_id, "group_instance_id": m.instance_id,
                 "client_id": m.client_id, "host": m.host,
                 "leader": None if d.leader is None else m.member_id == d.leader,
                 "assignment": {t: sorted(ps) for t, ps in sorted(m.assignment.items())},
+                **({} if m.epoch is None else {"member_epoch": m.epoch}),
+                **({} if m.target is None
+                   else {"target_assignment": {t: sorted(ps) for t, ps in m.target.items()}}),
             }
             for m in g.members
         ],

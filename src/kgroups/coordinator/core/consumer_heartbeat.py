@@ -29,9 +29,8 @@ member's session).
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed
@@ -44,6 +43,7 @@ from kgroups.coordinator.core.consumer_group import (
 )
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.group_configs import group_config
+from kgroups.coordinator.core.model import MEMBER_RECORD_OVERHEAD
 from kgroups.coordinator.core.msg_consumer import (
     AssignedTopic,
     ConsumerHeartbeatRequest,
@@ -51,6 +51,7 @@ from kgroups.coordinator.core.msg_consumer import (
     OwnedTopics,
 )
 from kgroups.coordinator.core.msg_group import RequestContext
+from kgroups.coordinator.core.patterns import InvalidPattern, whole_name_matcher
 from kgroups.coordinator.core.reconciliation import (
     MemberAssignment,
     MemberState,
@@ -183,10 +184,10 @@ def _admit(core: Core, group: ConsumerGroup) -> None:
         ownership.put_consumer(core, group)
 
 
-def _compile(regex: str) -> re.Pattern[str]:
+def _compile(regex: str) -> Callable[[str], bool]:
     try:
-        return re.compile(regex)
-    except re.error as exc:
+        return whole_name_matcher(regex)
+    except InvalidPattern as exc:
         raise GroupError(
             ErrorCode.invalid_regular_expression,
             f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.",
@@ -201,8 +202,8 @@ def subscribed_topics(core: Core, member: ConsumerMember) -> frozenset[str]:
         return member.resolved[1]
     names = {n for n in member.subscribed_topic_names if n in core.topics}
     if member.subscribed_topic_regex:
-        pattern = _compile(member.subscribed_topic_regex)
-        names.update(name for name in core.topics if pattern.fullmatch(name))
+        matches = _compile(member.subscribed_topic_regex)
+        names.update(name for name in core.topics if matches(name))
     member.resolved = (key, frozenset(names))
     return member.resolved[1]
 
@@ -248,6 +249,12 @@ def _heartbeat(
         member, replaced = _static_member(core, group, req, member_id)
     if req.subscribed_topic_regex:
         _compile(req.subscribed_topic_regex)
+    if _record_bytes(req) > core.config.max_group_record_bytes:
+        # Kafka cannot append a member record past message.max.bytes either.
+        raise GroupError(
+            ErrorCode.unknown_server_error,
+            "The member's subscription is larger than a group record may be.",
+        )
     owned = None if req.owned is None else _owned_names(core, req.owned)
     if member.current.state is MemberState.UNKNOWN and (owned is None or any(owned.values())):
         raise GroupError(
@@ -311,6 +318,14 @@ def _heartbeat(
         heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
         assignment=assignment_of(core, current.assigned) if tell else None,
     )
+
+
+def _record_bytes(req: ConsumerHeartbeatRequest) -> int:
+    """About what the member's metadata adds to its group's record."""
+    names = req.subscribed_topic_names or ()
+    return (MEMBER_RECORD_OVERHEAD + len(req.member_id) + len(req.instance_id or "")
+            + len(req.rack_id or "") + len(req.subscribed_topic_regex or "")
+            + sum(len(n) + 2 for n in names))  # fmt: skip
 
 
 def _update(member: ConsumerMember, ctx: RequestContext, req: ConsumerHeartbeatRequest) -> None:
