@@ -141,6 +141,9 @@ class Sim:
         if group is None:
             return
         members = group.members  # type: ignore[attr-defined]
+        epoch = group.assignment_epoch  # type: ignore[attr-defined]
+        behind = {m for m, member in members.items() if not member.current.reconciled_to(epoch)}
+        assert group.unreconciled == behind  # type: ignore[attr-defined]
         used: dict[int, str] = {}
         for c in self.clients:
             member = members.get(c.member_id)

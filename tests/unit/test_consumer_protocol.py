@@ -22,8 +22,10 @@ from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.consumer_group import ConsumerGroupState
 from kgroups.coordinator.core.consumer_heartbeat import rebalance_key, session_key
+from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.protocol.errors import ErrorCode
 from tests.core_context import CoreContext
+from tests.unit.test_coordinator_metrics import scrape
 
 SESSION_MS = 45_000
 INTERVAL_MS = 5_000
@@ -484,3 +486,52 @@ def test_an_empty_consumer_group_becomes_a_classic_one_but_a_live_one_does_not(
     ctx.sleep(0)
     assert ctx.reply(ref).error is ErrorCode.none
     assert "g" in ctx.core.groups and "g" not in ctx.core.consumer_groups
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+
+def test_a_scrape_shows_consumer_groups_their_epochs_and_reconciliation_times(
+    ctx: Consumers,
+) -> None:
+    ctx.join_consumer("A")
+    ctx.sleep(1_000)
+    ctx.join_consumer("B")
+    ctx.sleep(200)
+    share = set(ctx.core.consumer_groups["g"].members["A"].target["t"])
+    ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    ctx.sleep(300)
+    metrics = CoordinatorMetrics(lambda: ctx.coordinator, lambda: 2, lambda: 1.0e9)
+    metrics.observe(o for e in ctx.all_effects for o in e.observations)
+    midway = scrape(metrics)
+    g = (("group", "g"),)
+    assert midway["kgroups_consumer_groups", (("state", "Reconciling"),)] == 1
+    assert midway["kgroups_consumer_group_epoch", g] == 3
+    assert midway["kgroups_consumer_group_assignment_epoch", g] == 3
+    assert midway["kgroups_consumer_group_unreconciled_members", g] == 2
+    assert midway["kgroups_group_members", g] == 2
+    assert midway["kgroups_group_assigned_partitions", g] == 4  # A still holds them all
+    assert (
+        midway["kgroups_group_rebalances_total", (("group", "g"), ("reason", "member_joined"))] == 2
+    )
+
+    ctx.hb("A", 2, owned={"t": share})  # 0.5 s after the target: A is done
+    ctx.sleep(100)
+    ctx.hb("B", 3, owned={})  # 0.6 s: B got what A released
+    metrics = CoordinatorMetrics(lambda: ctx.coordinator, lambda: 2, lambda: 1.0e9)
+    metrics.observe(o for e in ctx.all_effects for o in e.observations)
+    done = scrape(metrics)
+    assert done["kgroups_consumer_groups", (("state", "Stable"),)] == 1
+    assert done["kgroups_consumer_group_unreconciled_members", g] == 0
+    assert done["kgroups_consumer_member_reconciliation_seconds_count", g] == 3  # A at 2, then A, B
+    assert abs(done["kgroups_consumer_member_reconciliation_seconds_sum", g] - 1.1) < 1e-9
+    # epoch 2 at once, then 0.2 + 0.3 + 0.1 s from B's join to B holding its share
+    assert done["kgroups_group_rebalance_duration_seconds_count", g] == 2
+    assert abs(done["kgroups_group_rebalance_duration_seconds_sum", g] - 0.6) < 1e-9
+    assert ("kgroups_group_sync_phase_duration_seconds_count", g) not in done  # no sync phase
+
+    ctx.sleep(SESSION_MS)  # both silent: fenced
+    metrics.observe(o for e in ctx.all_effects[-1:] for o in e.observations)
+    gone = scrape(metrics)
+    assert gone["kgroups_session_expirations_total", g] == 2
+    assert gone["kgroups_consumer_groups", (("state", "Empty"),)] == 1

@@ -32,8 +32,10 @@ from prometheus_client.registry import Collector
 
 from kgroups import __version__
 from kgroups.coordinator.core import GroupCoordinator
+from kgroups.coordinator.core.consumer_group import ConsumerGroupState
 from kgroups.coordinator.core.effects import (
     JoinPhaseCompleted,
+    MemberReconciled,
     Observation,
     RebalanceCompleted,
     RebalanceReason,
@@ -122,6 +124,9 @@ class _Tallies:
     )
     join_seconds: defaultdict[str, Histo] = field(default_factory=lambda: histos(REBALANCE_BUCKETS))
     sync_seconds: defaultdict[str, Histo] = field(default_factory=lambda: histos(REBALANCE_BUCKETS))
+    reconcile_seconds: defaultdict[str, Histo] = field(
+        default_factory=lambda: histos(REBALANCE_BUCKETS)
+    )
     last_rebalance: dict[str, float] = field(default_factory=dict)
     expirations: Tally[str] = field(default_factory=Tally)
     requests: Tally[tuple[str, str]] = field(default_factory=Tally)
@@ -186,10 +191,24 @@ class CoordinatorMetrics(Collector):
                 t.join_seconds[o.group_id].observe(o.duration_ms / 1000)
             elif isinstance(o, RebalanceCompleted):
                 t.rebalance_seconds[o.group_id].observe(o.duration_ms / 1000)
-                t.sync_seconds[o.group_id].observe(o.sync_ms / 1000)
+                if not self._consumer_protocol(o.group_id):  # no sync phase there
+                    t.sync_seconds[o.group_id].observe(o.sync_ms / 1000)
                 t.last_rebalance[o.group_id] = self._wall_clock()
             elif isinstance(o, SessionExpired):
                 t.expirations[o.group_id] += 1
+            elif isinstance(o, MemberReconciled):
+                t.reconcile_seconds[o.group_id].observe(o.duration_ms / 1000)
+
+    def _consumer_protocol(self, group_id: str) -> bool:
+        coordinator = self._coordinator()
+        return coordinator is not None and group_id in coordinator.core.consumer_groups
+
+    def _live(self) -> set[str]:
+        """Every group the coordinator has, classic and consumer-protocol."""
+        coordinator = self._coordinator()
+        if coordinator is None:
+            return set()
+        return set(coordinator.groups) | set(coordinator.core.consumer_groups)
 
     def answered(self, api: str, body: object, seconds: float, group_id: str | None) -> None:
         """A request was answered `seconds` after it arrived. Commits are counted per
@@ -200,7 +219,10 @@ class CoordinatorMetrics(Collector):
         t.request_seconds[api].observe(seconds)
         if isinstance(body, OffsetCommitResponse) and group_id is not None:
             coordinator = self._coordinator()
-            if coordinator is None or group_id not in coordinator.groups:
+            if coordinator is None or (
+                group_id not in coordinator.groups
+                and group_id not in coordinator.core.consumer_groups
+            ):
                 return
             self._tallied(group_id)
             for topic in body.topics:
@@ -219,8 +241,10 @@ class CoordinatorMetrics(Collector):
             return
         self._groups.add(group_id)
         coordinator = self._coordinator()
-        if coordinator is not None and len(self._groups) > len(coordinator.groups) + FORGET_SLACK:
-            self._forget_all_but(set(coordinator.groups))
+        if coordinator is not None and len(self._groups) > (
+            len(coordinator.groups) + len(coordinator.core.consumer_groups) + FORGET_SLACK
+        ):
+            self._forget_all_but(self._live())
 
     def _forget_all_but(self, live: set[str]) -> None:
         """Drop every per-group series of groups not in `live` (deleted, expired)."""
@@ -232,7 +256,7 @@ class CoordinatorMetrics(Collector):
             for key in [k for k in tally if k[0] in gone]:
                 del tally[key]
         for per_group in (t.rebalance_seconds, t.join_seconds, t.sync_seconds,
-                          t.last_rebalance, t.expirations):  # fmt: skip
+                          t.reconcile_seconds, t.last_rebalance, t.expirations):  # fmt: skip
             for group_id in gone:
                 per_group.pop(group_id, None)
         self._groups &= live
@@ -274,7 +298,7 @@ class CoordinatorMetrics(Collector):
         info.add_metric([__version__], 1)
         yield info
         coordinator = self._coordinator()
-        live = set(coordinator.groups) if coordinator is not None else set()
+        live = self._live()
         if coordinator is not None:
             self._forget_all_but(live)
         yield from self._events(live)
@@ -316,6 +340,13 @@ class CoordinatorMetrics(Collector):
             "CompletingRebalance to Stable: waiting for the leader's assignment.",
             "group",
             sorted(t.sync_seconds.items()),
+        )
+        yield histogram_family(
+            "kgroups_consumer_member_reconciliation_seconds",
+            "Consumer protocol (KIP-848): from a new target assignment to a member holding "
+            "exactly its share of it.",
+            "group",
+            sorted(t.reconcile_seconds.items()),
         )
         last = GaugeMetricFamily(
             "kgroups_group_last_rebalance_timestamp_seconds",
@@ -413,6 +444,7 @@ class CoordinatorMetrics(Collector):
                 if (name, p) not in held
             )
             unassigned.add_metric([group_id], nobody)
+        yield from self._consumer_state(coordinator, members, assigned, unassigned)
         yield from (state_set, members, generation, assigned, unassigned)
         yield GaugeMetricFamily("kgroups_topics", "Topics on the coordinator.", value=len(topics))
         yield GaugeMetricFamily(
@@ -438,6 +470,58 @@ class CoordinatorMetrics(Collector):
                 value=len(sharding.brokers),
             )
         yield from self._guard()
+
+    def _consumer_state(
+        self,
+        coordinator: GroupCoordinator,
+        members: GaugeMetricFamily,
+        assigned: GaugeMetricFamily,
+        unassigned: GaugeMetricFamily,
+    ) -> Iterator[Metric]:
+        """Consumer-protocol groups (KIP-848): by state, their epochs and the members not
+        yet reconciled; their members and partitions go in the families all groups share."""
+        groups = coordinator.core.consumer_groups
+        topics = coordinator.core.topics
+        by_state = GaugeMetricFamily(
+            "kgroups_consumer_groups",
+            "Consumer-protocol (KIP-848) groups on the coordinator, by state.",
+            labels=["state"],
+        )
+        tally = Tally(g.state for g in groups.values())
+        for state in ConsumerGroupState:
+            by_state.add_metric([state.value], tally.get(state, 0))
+        yield by_state
+        epoch = GaugeMetricFamily(
+            "kgroups_consumer_group_epoch",
+            "Each consumer-protocol group's group epoch.",
+            labels=["group"],
+        )
+        target = GaugeMetricFamily(
+            "kgroups_consumer_group_assignment_epoch",
+            "The epoch of each consumer-protocol group's target assignment.",
+            labels=["group"],
+        )
+        behind = GaugeMetricFamily(
+            "kgroups_consumer_group_unreconciled_members",
+            "Members not yet holding exactly their share of the target assignment.",
+            labels=["group"],
+        )
+        for group_id, group in sorted(groups.items()):
+            epoch.add_metric([group_id], group.group_epoch)
+            target.add_metric([group_id], group.assignment_epoch)
+            behind.add_metric([group_id], len(group.unreconciled))
+            members.add_metric([group_id], len(group.members))
+            assigned.add_metric([group_id], len(group.holders))
+            subscribed = {t for m in group.members.values() for t in m.subscribed_topic_names}
+            nobody = sum(
+                1
+                for name in subscribed
+                if name in topics
+                for p in range(topics[name].partitions)
+                if (name, p) not in group.holders
+            )
+            unassigned.add_metric([group_id], nobody)
+        yield from (epoch, target, behind)
 
     def _guard(self) -> Iterator[Metric]:
         """Security and limits: who was turned away, and why."""

@@ -173,15 +173,34 @@ class ConsumerGroup:
     owner: str | None = None
     """The principal that created the group (`ownership.py`)."""
 
+    unreconciled: set[str] = field(default_factory=set)
+    """Members not yet at the assignment epoch with nothing left to do (kept as members
+    move, so the state costs nothing to read)."""
+    unsettled_since_ms: int | None = None
+    """When the group epoch first moved since the group was last Stable (for metrics;
+    in memory only)."""
+
     @property
     def state(self) -> ConsumerGroupState:
         if not self.members:
             return ConsumerGroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
             return ConsumerGroupState.ASSIGNING
-        if any(not m.current.reconciled_to(self.assignment_epoch) for m in self.members.values()):
+        if self.unreconciled:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def set_assignment_epoch(self, epoch: int) -> None:
+        self.assignment_epoch = epoch
+        self.unreconciled = {
+            m.member_id for m in self.members.values() if not m.current.reconciled_to(epoch)
+        }
+
+    def _track(self, member: ConsumerMember) -> None:
+        if member.current.reconciled_to(self.assignment_epoch):
+            self.unreconciled.discard(member.member_id)
+        else:
+            self.unreconciled.add(member.member_id)
 
     def holder_epoch(self, topic: str, partition: int) -> int:
         held = self.holders.get((topic, partition))
@@ -212,12 +231,14 @@ class ConsumerGroup:
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         self._hold(member)
+        self._track(member)
 
     def remove(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
         self.subscriptions_version += 1
+        self.unreconciled.discard(member_id)
         if member.instance_id is not None and (
             self.static_members.get(member.instance_id) == member_id
         ):
@@ -230,6 +251,7 @@ class ConsumerGroup:
         self._release(member)
         member.current = current
         self._hold(member)
+        self._track(member)
 
     def _release(self, member: ConsumerMember) -> None:
         for partitions in (member.current.assigned, member.current.revoking):

@@ -39,9 +39,17 @@ from kgroups.coordinator.core.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     ConsumerGroup,
+    ConsumerGroupState,
     ConsumerMember,
 )
 from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.effects import (
+    MemberReconciled,
+    RebalanceCompleted,
+    RebalanceReason,
+    RebalanceStarted,
+    SessionExpired,
+)
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import MEMBER_RECORD_OVERHEAD
 from kgroups.coordinator.core.msg_consumer import (
@@ -285,7 +293,8 @@ def _heartbeat(
         group.metadata_hash = metadata_hash
         bump = True
     if bump:
-        group.group_epoch += 1
+        reason = RebalanceReason.MEMBER_JOINED if is_new else RebalanceReason.METADATA_CHANGED
+        bump_epoch(core, group, reason)
         changed = True
     if group.group_epoch > group.assignment_epoch:
         compute_target(core, group)
@@ -300,9 +309,14 @@ def _heartbeat(
         subscription_changed=resubscribed,
     )
     if current != member.current:
+        was_reconciled = member.member_id not in group.unreconciled
         group.update_assignment(member, current)
         arm_rebalance_timer(core, group, member)
         changed = True
+        if not was_reconciled and member.member_id not in group.unreconciled:
+            since = group.assignment_timestamp_ms
+            core.out.observations.append(MemberReconciled(group.group_id, core.now_ms - since))
+    settled(core, group)
     if changed:
         core.out.persist(GroupRecord(group.group_id, group.to_value()))
     schedule_session(core, group, member)
@@ -477,8 +491,8 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
     result = assign(members, partitions)
     for member in group.members.values():
         member.target = dict(result.get(member.member_id, {}))
-    group.assignment_epoch = group.group_epoch
     group.assignment_timestamp_ms = core.now_ms
+    group.set_assignment_epoch(group.group_epoch)
 
 
 # -- timers and leaving -------------------------------------------------------------------
@@ -491,7 +505,7 @@ def schedule_session(core: Core, group: ConsumerGroup, member: ConsumerMember) -
     def expire(now_ms: int) -> None:
         live = core.consumer_groups.get(group_id)
         if live is not None and member_id in live.members:
-            fence(core, live, member_id)
+            fence(core, live, member_id, RebalanceReason.SESSION_EXPIRED)
 
     core.timers.schedule(session_key(group_id, member_id), core.now_ms + timeout, expire)
 
@@ -509,7 +523,7 @@ def arm_rebalance_timer(core: Core, group: ConsumerGroup, member: ConsumerMember
         live = core.consumer_groups.get(group_id)
         held = None if live is None else live.members.get(member_id)
         if live is not None and held is not None and held.epoch == epoch:
-            fence(core, live, member_id)
+            fence(core, live, member_id, RebalanceReason.REVOCATION_TIMEOUT)
 
     core.timers.schedule(key, core.now_ms + max(0, member.rebalance_timeout_ms), expire)
 
@@ -519,17 +533,41 @@ def _cancel_timers(core: Core, group_id: str, member_id: str) -> None:
     core.timers.cancel(rebalance_key(group_id, member_id))
 
 
-def fence(core: Core, group: ConsumerGroup, member_id: str) -> None:
+def bump_epoch(core: Core, group: ConsumerGroup, reason: RebalanceReason) -> None:
+    """The group epoch moves: a new target assignment is due."""
+    group.group_epoch += 1
+    if group.unsettled_since_ms is None:
+        group.unsettled_since_ms = core.now_ms
+    core.out.observations.append(RebalanceStarted(group.group_id, reason))
+
+
+def settled(core: Core, group: ConsumerGroup) -> None:
+    """Report a group that has just become Stable again (every member reconciled)."""
+    since = group.unsettled_since_ms
+    if since is not None and group.state is ConsumerGroupState.STABLE:
+        group.unsettled_since_ms = None
+        took = core.now_ms - since
+        done = RebalanceCompleted(
+            group.group_id, group.assignment_epoch, len(group.members), took, 0
+        )
+        core.out.observations.append(done)
+
+
+def fence(core: Core, group: ConsumerGroup, member_id: str, reason: RebalanceReason) -> None:
     """Remove a member (it left, or its session or rebalance timeout passed): what it held
     is free at once, and the group epoch moves so the others share its partitions."""
     group.remove(member_id)
     _cancel_timers(core, group.group_id, member_id)
-    group.group_epoch += 1
+    bump_epoch(core, group, reason)
+    if reason is RebalanceReason.SESSION_EXPIRED:
+        core.out.observations.append(SessionExpired(group.group_id))
     group.metadata_hash = topics_hash(core, group)
     if not group.members:
         # Nothing to assign: the next member to join is not kept waiting (KAFKA-20442).
-        group.assignment_epoch = group.group_epoch
         group.assignment_timestamp_ms = 0
+        group.set_assignment_epoch(group.group_epoch)
+        group.unsettled_since_ms = None
+    settled(core, group)
     core.out.persist(GroupRecord(group.group_id, group.to_value()))
 
 
@@ -561,7 +599,7 @@ def leave(core: Core, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatRespons
                 f"{req.instance_id} was fenced by member {member.member_id}.",
             )
     if req.member_epoch == LEAVE_EPOCH:
-        fence(core, group, member.member_id)
+        fence(core, group, member.member_id, RebalanceReason.MEMBER_LEFT)
     else:
         released = {t: dict.fromkeys(ps, 0) for t, ps in member.current.assigned.items()}
         group.update_assignment(

@@ -85,11 +85,15 @@ class RebalanceReason(StrEnum):
     """A known member rejoined (new subscription, or the leader asking for a new round)."""
     STATIC_REPLACEMENT = "static_replacement"
     OVER_CAPACITY = "over_capacity"
+    REVOCATION_TIMEOUT = "revocation_timeout"
+    """A consumer-protocol member did not release its partitions within its rebalance
+    timeout, and was fenced."""
 
 
 @dataclass(frozen=True, slots=True)
 class RebalanceStarted:
-    """A fact for the edge's metrics: a group entered PreparingRebalance."""
+    """A fact for the edge's metrics: a group entered PreparingRebalance (a consumer-
+    protocol group: its group epoch moved)."""
 
     group_id: str
     reason: RebalanceReason
@@ -105,7 +109,8 @@ class JoinPhaseCompleted:
 
 @dataclass(frozen=True, slots=True)
 class RebalanceCompleted:
-    """A rebalance ended with a new Stable generation."""
+    """A rebalance ended with a new Stable generation (a consumer-protocol group: every
+    member reconciled to the assignment epoch, `generation`; `sync_ms` is 0)."""
 
     group_id: str
     generation: int
@@ -123,7 +128,18 @@ class SessionExpired:
     group_id: str
 
 
-Observation = RebalanceStarted | JoinPhaseCompleted | RebalanceCompleted | SessionExpired
+@dataclass(frozen=True, slots=True)
+class MemberReconciled:
+    """A consumer-protocol member reached its group's assignment epoch with nothing left
+    to release or receive, `duration_ms` after that assignment was computed."""
+
+    group_id: str
+    duration_ms: int
+
+
+Observation = (
+    RebalanceStarted | JoinPhaseCompleted | RebalanceCompleted | SessionExpired | MemberReconciled
+)
 
 
 class Effects(NamedTuple):
