@@ -145,7 +145,7 @@ demo: demo-notice install
 demo-notice:
 	@test -f $(STAMP) || echo "== make demo, first run: installing kgroups, pyspark and the dev tools into $(VENV) (a few minutes)"
 
-bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits bench-scale
+bench: bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits bench-scale bench-consumer-protocol
 
 bench-heartbeats: install kafka
 	$(BIN)/python bench/heartbeats.py
@@ -165,6 +165,11 @@ bench-commits: install kafka postgresql
 # Groups per replica: 1 and 3 replicas (1 and 3 Kafka brokers), the same load per node.
 bench-scale: install kafka postgresql
 	$(BIN)/python bench/scale.py
+
+# Kafka 4's consumer protocol (KIP-848): partitions moving after a leave and a join, and
+# heartbeats/s, in groups of 100 and 1,000 members, beside a Kafka 4.4 broker.
+bench-consumer-protocol: install kafka
+	$(BIN)/python bench/consumer_protocol.py
 
 bench-assignors: install
 	$(BIN)/python bench/assignors.py

@@ -131,9 +131,12 @@ def kgroups_coordinator(*extra: str, secure: bool = False) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
-def kafka_broker(*, secure: bool = False) -> Iterator[Target | None]:
+def kafka_broker(
+    *, secure: bool = False, extra: dict[str, str] | None = None
+) -> Iterator[Target | None]:
     """A real Kafka 4.x broker pinned like the coordinator, or None if it cannot run here;
-    `secure`: its load on a SASL_SSL listener with SCRAM-SHA-512, as kgroups'."""
+    `secure`: its load on a SASL_SSL listener with SCRAM-SHA-512, as kgroups'; `extra`:
+    more server.properties settings."""
     try:
         import kafkapeer  # type: ignore[import-not-found]
     except ImportError:
@@ -150,7 +153,7 @@ def kafka_broker(*, secure: bool = False) -> Iterator[Target | None]:
         return
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp:
         port = kafkapeer.free_port()
-        extra: dict[str, str] = {}
+        settings: dict[str, str] = dict(extra or {})
         scram: tuple[str, ...] = ()
         security = None
         secure_port = kafkapeer.free_port()
@@ -158,11 +161,11 @@ def kafka_broker(*, secure: bool = False) -> Iterator[Target | None]:
             security, cert, key = secured(Path(tmp))
             pem = Path(tmp) / "server.pem"
             pem.write_bytes(key.read_bytes() + cert.read_bytes())
-            extra = kafkapeer.sasl_ssl_settings(port, secure_port, pem)
+            settings.update(kafkapeer.sasl_ssl_settings(port, secure_port, pem))
             scram = (kafkapeer.scram_user(security.user, security.password),)
         broker = kafkapeer.KafkaBroker(
             port, Path(tmp), group_initial_rebalance_delay_ms=0, cpu=SERVER_CPU,
-            extra=extra, scram=scram,
+            extra=settings, scram=scram,
         )  # fmt: skip
         with broker:
             pid = broker.proc.pid if broker.proc is not None else None

@@ -91,3 +91,10 @@ def test_scale_runs_on_one_and_three_replicas() -> None:
     rows = re.findall(r"^kgroups\s+(\d)\s+(\d+)\s+\d+\s+(\d+)\s", out, re.MULTILINE)
     assert rows == [("1", "4", "8"), ("3", "12", "24")], out
     assert "kgroups: 3 nodes hold 3.0x the groups" in out, out
+
+
+def test_consumer_protocol_runs_beside_kafka() -> None:
+    out = bench("consumer_protocol.py", "--sizes", "10", "--trials", "1", "--seconds", "0.5")
+    rows = re.findall(r"^(kgroups|kafka [\d.]+)\s+10\s+[\d.]+\s+[\d.]+\s+[\d,]+$", out, re.M)
+    assert rows == ["kgroups", re.findall(r"^kafka [\d.]+", out, re.M)[0]], out
+    assert "kgroups / kafka, 10 members: leave" in out, out

@@ -105,8 +105,10 @@ def test_the_worked_example_revokes_first_and_assigns_only_what_is_free(ctx: Con
     assert a.heartbeat_interval_ms == INTERVAL_MS
 
     b = ctx.join_consumer("B")
-    # B's share is still A's: it is told its epoch and an empty assignment.
+    # B's share is still A's: it is told its epoch and an empty assignment, and to ask
+    # again soon (kgroups' own: a freed partition reaches it in a fraction of an interval).
     assert (b.member_epoch, assigned(b)) == (3, {})
+    assert b.heartbeat_interval_ms == 100
     group = ctx.core.consumer_groups["g"]
     assert group.state is ConsumerGroupState.RECONCILING
     b_share = set(group.members["B"].target["t"])
@@ -128,6 +130,7 @@ def test_the_worked_example_revokes_first_and_assigns_only_what_is_free(ctx: Con
     assert ctx.timer(rebalance_key("g", "A")) is None
     b = ctx.hb("B", 3, owned={})
     assert (b.member_epoch, assigned(b)) == (3, {"t": b_share})
+    assert b.heartbeat_interval_ms == INTERVAL_MS
     assert group.state is ConsumerGroupState.STABLE
     assert holders(ctx) == {("t", p): ("A" if p in a_share else "B") for p in range(4)}
 

@@ -243,6 +243,13 @@ def coordinator(
             f"are told to heartbeat ({GroupConfig.CONSUMER_HEARTBEAT_INTERVAL_MS} per group)."
         ),
     ] = COORDINATOR.consumer_heartbeat_interval_ms,
+    consumer_waiting_heartbeat_interval_ms: Annotated[
+        int,
+        typer.Option(
+            help="The heartbeat interval told to a consumer-protocol member waiting for "
+            "partitions others are releasing (kgroups' own; at most the heartbeat interval)."
+        ),
+    ] = COORDINATOR.consumer_waiting_heartbeat_interval_ms,
     auto_create_topics: Annotated[
         bool, typer.Option(help="Create unknown topics on Metadata requests that allow it.")
     ] = False,
@@ -370,6 +377,7 @@ def coordinator(
         auto_create_topics_enable=auto_create_topics,
         group_consumer_session_timeout_ms=consumer_session_timeout_ms,
         group_consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
+        group_consumer_waiting_heartbeat_interval_ms=consumer_waiting_heartbeat_interval_ms,
     )
     try:
         config.validate()

@@ -71,6 +71,8 @@ class CoordinatorDefaults:
     """group.consumer.session.timeout.ms (consumer-protocol members)."""
     consumer_heartbeat_interval_ms: int = 5_000
     """group.consumer.heartbeat.interval.ms: told to consumer-protocol members."""
+    consumer_waiting_heartbeat_interval_ms: int = 100
+    """kgroups' own: told to a consumer-protocol member waiting for partitions."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ INT_FIELDS = (
     "max_group_record_bytes",
     "group_consumer_session_timeout_ms",
     "group_consumer_heartbeat_interval_ms",
+    "group_consumer_waiting_heartbeat_interval_ms",
 )
 """The settings that are Kafka INT configs: 32 bits."""
 
@@ -60,6 +61,12 @@ class CoordinatorConfig:
     """How long a consumer-protocol member (KIP-848) lives without a heartbeat."""
     group_consumer_heartbeat_interval_ms: int = COORDINATOR.consumer_heartbeat_interval_ms
     """How often consumer-protocol members are told to heartbeat."""
+    group_consumer_waiting_heartbeat_interval_ms: int = (
+        COORDINATOR.consumer_waiting_heartbeat_interval_ms
+    )
+    """The heartbeat interval told to a consumer-protocol member waiting for partitions
+    that others are releasing (kgroups' own: Kafka tells every member the same interval,
+    so a partition reaches its new owner up to a whole interval after it was freed)."""
     fetch_max_wait_ms: int = 30_000
     """Upper bound on how long a Fetch long-poll is held, whatever the client asks."""
 
@@ -95,5 +102,7 @@ class CoordinatorConfig:
                 "group_consumer_heartbeat_interval_ms must be >= 1 and below "
                 "group_consumer_session_timeout_ms"
             )
+        if self.group_consumer_waiting_heartbeat_interval_ms < 1:
+            raise ValueError("group_consumer_waiting_heartbeat_interval_ms must be >= 1")
         if self.num_partitions < 1:
             raise ValueError("num_partitions must be >= 1")

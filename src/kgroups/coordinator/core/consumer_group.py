@@ -63,8 +63,13 @@ class ConsumerMember:
     server_assignor: str | None = None
     current: MemberAssignment[str] = field(default_factory=MemberAssignment)
     target: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    value: tuple[MemberAssignment[str], tuple[object, ...], ConsumerMemberValue] | None = None
-    """(its assignment, metadata and target, its record then): `to_value`'s cache."""
+    metadata_version: int = 0
+    """Moves whenever a field of `metadata_key` changes (`touch`)."""
+    value: (
+        tuple[MemberAssignment[str], dict[str, tuple[int, ...]], int, ConsumerMemberValue] | None
+    ) = None
+    """(its assignment, its target, its metadata version, its record then): `to_value`'s
+    cache, checked by identity (an assignment is immutable, a target replaced whole)."""
     resolved: tuple[object, frozenset[str]] | None = None
     """The existing topics its subscription names, and for which topics and subscription
     (not persisted: `consumer_heartbeat.subscribed_topics` recomputes it)."""
@@ -72,6 +77,10 @@ class ConsumerMember:
     @property
     def epoch(self) -> int:
         return self.current.epoch
+
+    def touch(self) -> None:
+        """Its metadata changed: its record must be made again."""
+        self.metadata_version += 1
 
     def metadata_key(self) -> tuple[object, ...]:
         """What ConsumerGroupMemberMetadata holds: a change is persisted."""
@@ -82,12 +91,16 @@ class ConsumerMember:
     def to_value(self) -> ConsumerMemberValue:
         """The member's record, made again only when it changed (a group's snapshot is
         written after every heartbeat that changed any of its members)."""
-        key = (self.metadata_key(), tuple(self.target.items()))
         cached = self.value
-        if cached is not None and cached[0] is self.current and cached[1] == key:
-            return cached[2]
+        if (
+            cached is not None
+            and cached[0] is self.current
+            and cached[1] is self.target
+            and cached[2] == self.metadata_version
+        ):
+            return cached[3]
         value = self._value()
-        self.value = (self.current, key, value)
+        self.value = (self.current, self.target, self.metadata_version, value)
         return value
 
     def _value(self) -> ConsumerMemberValue:

@@ -17,7 +17,9 @@ barrier. Each heartbeat, in Kafka's order (`GroupMetadataManager.consumerGroupHe
 5. the target assignment is computed again if the group epoch passed the assignment's
    (`server_assignors`), and the member is moved one step toward its share of it
    (`reconciliation`);
-6. its session timer starts again; its rebalance timer runs while it must revoke.
+6. its session timer starts again; its rebalance timer runs while it must revoke;
+7. it is told when to heartbeat next: the group's interval, or a short one while it waits
+   for partitions others are releasing (kgroups' own; Kafka always answers the interval).
 
 The answer's assignment is present when the member (re)joined, sent its whole state, or
 its assigned partitions changed; it is what the member may use now, so a revocation is
@@ -284,6 +286,8 @@ def _heartbeat(
             _cancel_timers(core, group.group_id, replaced.member_id)
         group.add(member)
     changed = is_new or member.metadata_key() != metadata
+    if changed:
+        member.touch()
     resubscribed = (member.subscribed_topic_names, member.subscribed_topic_regex) != subscription
     if resubscribed or member.server_assignor != assignor:
         group.subscriptions_version += 1
@@ -326,10 +330,15 @@ def _heartbeat(
         and req.owned is not None
     )
     tell = req.member_epoch == 0 or full or current.assigned != before.assigned
+    interval = settings.group_consumer_heartbeat_interval_ms
+    if current.state is MemberState.UNRELEASED_PARTITIONS:
+        # Waiting for partitions others are releasing: ask again soon, so a freed
+        # partition reaches it in a fraction of an interval (the server sets the pace).
+        interval = min(interval, settings.group_consumer_waiting_heartbeat_interval_ms)
     return ConsumerHeartbeatResponse(
         member_id=member.member_id,
         member_epoch=member.epoch,
-        heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
+        heartbeat_interval_ms=interval,
         assignment=assignment_of(core, current.assigned) if tell else None,
     )
 
@@ -490,7 +499,9 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
     assign = range_assignment if group.preferred_assignor() == "range" else uniform_assignment
     result = assign(members, partitions)
     for member in group.members.values():
-        member.target = dict(result.get(member.member_id, {}))
+        target = dict(result.get(member.member_id, {}))
+        if target != member.target:
+            member.target = target
     group.assignment_timestamp_ms = core.now_ms
     group.set_assignment_epoch(group.group_epoch)
 

@@ -90,8 +90,14 @@ CONSUMER_TYPE = "consumer"
 """The `type` of a consumer-protocol group's document (a classic group's has none)."""
 
 
+_MEMBER_JSON: dict[int, tuple[ConsumerMemberValue, str]] = {}
+"""A member's JSON by the identity of its (immutable, cached by the core) value: a group
+of a thousand members written after one member's heartbeat encodes that member only."""
+_MEMBER_JSON_MAX = 50_000
+
+
 def _encode_consumer_group(value: ConsumerGroupValue) -> str:
-    return json.dumps(
+    head = json.dumps(
         {
             "type": CONSUMER_TYPE,
             "epoch": value.group_epoch,
@@ -99,29 +105,41 @@ def _encode_consumer_group(value: ConsumerGroupValue) -> str:
             "assignment_ms": value.assignment_timestamp_ms,
             "metadata_hash": value.metadata_hash,
             **({"owner": value.owner} if value.owner is not None else {}),
-            "members": [
-                {
-                    "id": m.member_id,
-                    "instance": m.instance_id,
-                    "rack": m.rack_id,
-                    "client": m.client_id,
-                    "host": m.client_host,
-                    "topics": list(m.subscribed_topic_names),
-                    "regex": m.subscribed_topic_regex,
-                    "rebalance_ms": m.rebalance_timeout_ms,
-                    "assignor": m.server_assignor,
-                    "epoch": m.epoch,
-                    "previous_epoch": m.previous_epoch,
-                    "state": m.state,
-                    "assigned": [[t, [list(pe) for pe in ps]] for t, ps in m.assigned],
-                    "revoking": [[t, [list(pe) for pe in ps]] for t, ps in m.revoking],
-                    "target": [[t, list(ps)] for t, ps in m.target],
-                }
-                for m in value.members
-            ],
         },
         separators=(",", ":"),
     )
+    members = ",".join(_member_json(m) for m in value.members)
+    return f'{head[:-1]},"members":[{members}]}}'
+
+
+def _member_json(m: ConsumerMemberValue) -> str:
+    cached = _MEMBER_JSON.get(id(m))
+    if cached is not None and cached[0] is m:
+        return cached[1]
+    if len(_MEMBER_JSON) >= _MEMBER_JSON_MAX:
+        _MEMBER_JSON.clear()
+    text = json.dumps(
+        {
+            "id": m.member_id,
+            "instance": m.instance_id,
+            "rack": m.rack_id,
+            "client": m.client_id,
+            "host": m.client_host,
+            "topics": list(m.subscribed_topic_names),
+            "regex": m.subscribed_topic_regex,
+            "rebalance_ms": m.rebalance_timeout_ms,
+            "assignor": m.server_assignor,
+            "epoch": m.epoch,
+            "previous_epoch": m.previous_epoch,
+            "state": m.state,
+            "assigned": [[t, [list(pe) for pe in ps]] for t, ps in m.assigned],
+            "revoking": [[t, [list(pe) for pe in ps]] for t, ps in m.revoking],
+            "target": [[t, list(ps)] for t, ps in m.target],
+        },
+        separators=(",", ":"),
+    )
+    _MEMBER_JSON[id(m)] = (m, text)
+    return text
 
 
 def _epochs(raw: list[Any]) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:

@@ -47,8 +47,10 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from kgroups.coordinator.core.records import (
+    ConsumerGroupValue,
     GroupConfigRecord,
     GroupRecord,
+    GroupValue,
     OffsetRecord,
     OffsetValue,
     Record,
@@ -556,7 +558,9 @@ class _Batch:
         self.globals_now: int | None = None
         """The version of the topics and group settings once this batch's are written."""
         self.offsets: dict[tuple[str, str, int], OffsetValue | None] = {}
-        self.groups: dict[str, str | None] = {}
+        self.groups: dict[str, GroupValue | ConsumerGroupValue | None] = {}
+        """Encoded at write time: a group written several times in a batch (a consumer-
+        protocol group's snapshot after each of many heartbeats) is encoded once."""
         self.configs: dict[str, str | None] = {}
         self.topics: dict[str, TopicValue | None] = {}
 
@@ -564,8 +568,7 @@ class _Batch:
         if isinstance(record, OffsetRecord):
             self.offsets[(record.group_id, record.topic, record.partition)] = record.value
         elif isinstance(record, GroupRecord):
-            value = record.value
-            self.groups[record.group_id] = None if value is None else encode_group(value)
+            self.groups[record.group_id] = record.value
         elif isinstance(record, GroupConfigRecord):
             pairs = record.value
             self.configs[record.group_id] = None if pairs is None else encode_pairs(pairs)
@@ -609,7 +612,8 @@ class _Batch:
         with conn.transaction(), conn.cursor() as cur:
             self._check_fence(cur)
             self._write_offsets(cur)
-            for table, rows in (("groups", self.groups), ("group_configs", self.configs)):
+            groups = {g: None if v is None else encode_group(v) for g, v in self.groups.items()}
+            for table, rows in (("groups", groups), ("group_configs", self.configs)):
                 gone = [_esc(g) for g, v in rows.items() if v is None]
                 if gone:
                     cur.execute(f"DELETE FROM {SCHEMA}.{table} WHERE group_id = ANY(%s)", (gone,))

@@ -155,9 +155,14 @@ class Store:
         if not records:
             return
         db = self.db
+        # A group's record is a whole snapshot: only its last in the batch is written (a
+        # consumer-protocol group may have one per heartbeat of a busy rebalance).
+        last = {r.group_id: i for i, r in enumerate(records) if isinstance(r, GroupRecord)}
         try:
             db.execute("BEGIN IMMEDIATE")
-            for record in records:
+            for i, record in enumerate(records):
+                if isinstance(record, GroupRecord) and last[record.group_id] != i:
+                    continue
                 self._apply(db, record)
             db.execute("COMMIT")
         except sqlite3.Error as exc:
