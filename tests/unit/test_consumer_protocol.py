@@ -430,6 +430,29 @@ def test_fetches_under_the_consumer_protocol_need_the_exact_epoch(ctx: Consumers
     assert fetch("Z", 2).error is ErrorCode.unknown_member_id
 
 
+def test_offsets_of_unsubscribed_topics_expire_and_an_empty_group_with_none_goes() -> None:
+    ctx = Consumers(CoordinatorConfig(offsets_retention_minutes=1,
+                                      offsets_retention_check_interval_ms=10_000))  # fmt: skip
+    ctx.create_topic("t", 4)
+    ctx.create_topic("old", 1)
+    ctx.join_consumer("A")
+    assert set(ctx.commit("g", {("t", 0): 5, ("old", 0): 7}, member_id="A", generation=2,
+                          version=9).values()) == {ErrorCode.none}  # fmt: skip
+    for _ in range(8):  # 80 s, A heartbeating all along
+        ctx.sleep(10_000)
+        ctx.hb("A", 2, owned={"t": {0, 1, 2, 3}})
+    # `t` is subscribed: kept; `old` is not: expired a minute after its commit.
+    assert set(ctx.core.offsets["g"]) == {("t", 0)}
+    assert commit(ctx, "A", 2, {0}) == {ErrorCode.none}  # its last commit, at 80 s
+    ctx.hb("A", -1)
+    ctx.sleep(50_000)
+    assert "g" in ctx.core.consumer_groups  # empty, but its offset is not a minute old yet
+    ctx.sleep(40_000)
+    assert "g" not in ctx.core.consumer_groups and "g" not in ctx.core.offsets
+    ctx.restart()
+    assert "g" not in ctx.core.consumer_groups
+
+
 # -- admin APIs and conversions -----------------------------------------------------------
 
 

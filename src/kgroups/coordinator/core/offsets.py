@@ -18,6 +18,8 @@ import uuid
 from kgroups.coordinator.core import consumer_offsets, log_ends, ownership, routing
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed, topic_name
+from kgroups.coordinator.core.consumer_group import ConsumerGroup
+from kgroups.coordinator.core.consumer_heartbeat import subscribed_topics
 from kgroups.coordinator.core.context import Core, TopicInfo
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import CONSUMER_PROTOCOL_TYPE, Group
@@ -294,6 +296,38 @@ def expire_offsets(core: Core) -> None:
             group.transition_to(GroupState.DEAD, core.now_ms)
             ownership.drop(core, group_id)
             core.out.persist(GroupRecord(group_id, None))
+    for group_id, consumer in list(core.consumer_groups.items()):
+        if _cleanup_consumer_expired(core, consumer) and not consumer.members:
+            core.offsets.pop(group_id, None)
+            ownership.drop_consumer(core, group_id)
+            core.out.persist(GroupRecord(group_id, None))
+
+
+def _cleanup_consumer_expired(core: Core, group: ConsumerGroup) -> bool:
+    """A consumer-protocol group's offsets expire `retention` after their commit unless a
+    member subscribes to their topic (Kafka's `ConsumerGroup.offsetExpirationCondition`);
+    True if none are left."""
+    committed = core.offsets.get(group.group_id)
+    if not committed:
+        return True
+    subscribed: set[str] = set()
+    for member in group.members.values():
+        subscribed |= subscribed_topics(core, member)
+    retention = group_config(core, group.group_id).offsets_retention_ms
+    for (topic, partition), value in list(committed.items()):
+        if topic in subscribed:
+            continue
+        if value.expire_timestamp_ms is not None:
+            expired = core.now_ms >= value.expire_timestamp_ms
+        else:
+            expired = core.now_ms - value.commit_timestamp_ms >= retention
+        if expired:
+            del committed[(topic, partition)]
+            core.out.persist(OffsetRecord(group.group_id, topic, partition, None))
+    if not committed:
+        core.offsets.pop(group.group_id, None)
+        return True
+    return False
 
 
 def _cleanup_expired(core: Core, group: Group) -> bool:
