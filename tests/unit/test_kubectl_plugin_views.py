@@ -84,6 +84,27 @@ def test_describe_rebuilds_the_coordinators_view_from_status() -> None:
     assert views.described(_cg()) is None
 
 
+def test_describe_of_a_consumer_protocol_group_shows_epochs_and_targets() -> None:
+    from kgroups.groupcli.describe import members_table, state_table
+
+    status = {
+        **STATUS, "state": "Reconciling", "generation": 9, "groupType": "consumer",
+        "groupEpoch": 9, "assignmentEpoch": 9, "protocol": "uniform", "leader": None,
+        "members": [
+            {"memberId": "m-1", "clientId": "c1", "host": "/10.0.0.1", "memberEpoch": 8,
+             "assignment": [{"topic": "orders", "partitions": [0, 1]}],
+             "targetAssignment": [{"topic": "orders", "partitions": [0]}]},
+        ],
+    }  # fmt: skip
+    d = views.described(_cg(**status))
+    assert d is not None
+    assert (d.group.group_type, d.group.assignment_epoch) == ("consumer", 9)
+    row = members_table(d, verbose=True).splitlines()[1].split()
+    assert row[5:9] == ["8", "orders:0,1", "9", "orders:0"], row
+    state = state_table(d, verbose=True).splitlines()[1].split()
+    assert state[3:7] == ["uniform", "Reconciling", "9", "9"], state
+
+
 def test_describe_json_carries_the_resource_and_its_requests() -> None:
     obj = _cg(**STATUS, offsetRequests=[{"id": "r1", "result": "Succeeded"}])
     obj["metadata"]["annotations"] = {views.ANNOTATION: '{"id": "r2"}'}

@@ -310,3 +310,31 @@ def test_an_interrupted_request_is_failed_not_run_again() -> None:
     gone = interrupted(running(request), now=T1)
     assert (gone["result"], gone["completedAt"], gone["scenario"]) == ("Failed", T1, "shift-by")
     assert gone["message"].startswith("interrupted: the operator stopped")
+
+
+def test_a_consumer_protocol_group_shows_its_epochs_and_each_members_target() -> None:
+    members = (
+        MemberView("a", None, "ca", "/10.0.0.1", {"t": (0, 1, 2)}, epoch=7, target={"t": (0, 1)}),
+        MemberView("b", None, "cb", "/10.0.0.2", {}, epoch=8, target={"t": (2, 3, 4, 5)}),
+    )
+    group = GroupView("g", "Reconciling", "consumer", "uniform", members, 8,
+                      group_type="consumer", assignment_epoch=8)  # fmt: skip
+    status, event = _status({}, group)
+    assert (status["groupType"], status["groupEpoch"], status["assignmentEpoch"]) == (
+        "consumer", 8, 8)  # fmt: skip
+    assert [
+        (m["memberId"], m["memberEpoch"], m["targetAssignment"]) for m in status["members"]
+    ] == [
+        ("a", 7, [{"topic": "t", "partitions": [0, 1]}]),
+        ("b", 8, [{"topic": "t", "partitions": [2, 3, 4, 5]}]),
+    ]
+    assert _ready(status) == ("False", "Rebalancing")
+    assert event == "generation 8, 2 members, protocol uniform"
+    settled = GroupView("g", "Stable", "consumer", "uniform", tuple(
+        MemberView(m.member_id, None, m.client_id, m.host, m.target or {}, epoch=8, target=m.target)
+        for m in members), 8, group_type="consumer", assignment_epoch=8)  # fmt: skip
+    status, _ = _status(status, settled)
+    assert _ready(status) == ("True", "Stable")
+    classic, _ = _status({}, _group())
+    assert classic["groupType"] == "classic" and "groupEpoch" not in classic
+    assert all("memberEpoch" not in m for m in classic["members"])

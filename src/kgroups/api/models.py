@@ -271,6 +271,16 @@ class Member(_Model):
     assignment: list[TopicPartitions] = Field(
         default_factory=list, description="Partitions assigned to the member."
     )
+    memberEpoch: int | None = Field(
+        default=None,
+        description="Kafka 4's consumer protocol (KIP-848): the member's epoch; it reaches "
+        "the group's assignmentEpoch once the member holds exactly its target.",
+    )
+    targetAssignment: list[TopicPartitions] | None = Field(
+        default=None,
+        description="Kafka 4's consumer protocol: the partitions the coordinator means the "
+        "member to hold (assignment moves toward it, revoking first).",
+    )
 
 
 class CommittedOffset(_Model):
@@ -404,10 +414,24 @@ class ConsumerGroupStatus(_Model):
     groupId: str | None = Field(default=None, description="The Kafka group id in use.")
     state: str | None = Field(
         default=None,
-        description="Group state: Empty, PreparingRebalance, CompletingRebalance, Stable or Dead.",
+        description="Group state: Empty, PreparingRebalance, CompletingRebalance, Stable or "
+        "Dead; a consumer-protocol group: Empty, Assigning, Reconciling or Stable.",
     )
     generation: int | None = Field(
         default=None, description="The group's generation id (one per completed rebalance)."
+    )
+    groupType: str | None = Field(
+        default=None,
+        description='"classic" (JoinGroup/SyncGroup members) or "consumer" (Kafka 4\'s '
+        "consumer protocol, KIP-848: group.protocol=consumer).",
+    )
+    groupEpoch: int | None = Field(
+        default=None,
+        description="A consumer-protocol group's epoch (moves when a member joins, leaves or "
+        "changes its subscription, or a subscribed topic changes).",
+    )
+    assignmentEpoch: int | None = Field(
+        default=None, description="The epoch of a consumer-protocol group's target assignment."
     )
     protocolType: str | None = Field(default=None, description='Usually "consumer".')
     protocol: str | None = Field(

@@ -112,7 +112,11 @@ def described(obj: Mapping[str, Any]) -> desc.Described | None:
             instance_id=m.get("instanceId"),
             client_id=m.get("clientId", ""),
             host=m.get("host", ""),
-            assignment={a["topic"]: tuple(a["partitions"]) for a in m.get("assignment") or []},
+            assignment=_partitions(m.get("assignment")),
+            epoch=m.get("memberEpoch"),
+            target=None
+            if m.get("targetAssignment") is None
+            else _partitions(m.get("targetAssignment")),
         )
         for m in status.get("members") or []
     )
@@ -125,6 +129,8 @@ def described(obj: Mapping[str, Any]) -> desc.Described | None:
         members,
         generation=-1 if generation is None else int(generation),
         leader=status.get("leader") or "",
+        group_type=status.get("groupType") or "classic",
+        assignment_epoch=status.get("assignmentEpoch"),
     )
     offsets = status.get("offsets") or []
     committed: dict[TP, Committed] = {
@@ -133,6 +139,10 @@ def described(obj: Mapping[str, Any]) -> desc.Described | None:
     ends = {(o["topic"], o["partition"]): o["logEndOffset"] for o in offsets
             if o.get("logEndOffset") is not None}  # fmt: skip
     return desc.Described(coordinator_node(status.get("coordinator")), view, committed, ends)
+
+
+def _partitions(listed: Any) -> dict[str, tuple[int, ...]]:
+    return {a["topic"]: tuple(a["partitions"]) for a in listed or []}
 
 
 def describe_notes(obj: Mapping[str, Any]) -> list[str]:

@@ -16,7 +16,8 @@ from typing import Any
 from kgroups.admin import GroupView
 from kgroups.protocol.groups import REBALANCING, GroupState
 
-REBALANCING_STATES = frozenset(s.value for s in REBALANCING)
+REBALANCING_STATES = frozenset(s.value for s in REBALANCING) | {"Assigning", "Reconciling"}
+"""A classic group's rebalance, and a consumer-protocol group moving to a new target."""
 MAX_MEMBERS = 200
 MAX_OFFSETS = 2000
 """Status lists are capped: an object must stay well under etcd's 1.5 MB limit however
@@ -101,6 +102,10 @@ PRESERVED = ("offsetRequests",)
 records are written by the request handler alone)."""
 
 
+def _partitions(assignment: dict[str, tuple[int, ...]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items())]
+
+
 def group_status(
     old: dict[str, Any],
     spec_topics: list[str],
@@ -123,9 +128,9 @@ def group_status(
             **({"instanceId": m.instance_id} if m.instance_id else {}),
             "clientId": m.client_id,
             "host": m.host,
-            "assignment": [
-                {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(m.assignment.items())
-            ],
+            "assignment": _partitions(m.assignment),
+            **({} if m.epoch is None else {"memberEpoch": m.epoch}),
+            **({} if m.target is None else {"targetAssignment": _partitions(m.target)}),
         }
         for m in sorted(g.members, key=lambda m: m.member_id)[:MAX_MEMBERS]
     ]
@@ -153,6 +158,9 @@ def group_status(
         "observedGeneration": generation,
         "groupId": group_id,
         "state": g.state,
+        "groupType": g.group_type if g.exists else None,
+        "groupEpoch": g.generation if g.group_type == "consumer" else None,
+        "assignmentEpoch": g.assignment_epoch,
         "protocolType": g.protocol_type,
         "protocol": g.protocol,
         "leader": g.leader,
