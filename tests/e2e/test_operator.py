@@ -445,3 +445,58 @@ def test_with_coordinator_replicas_a_group_is_mirrored_from_the_replica_that_own
             op.stop()
         cluster.stop()
         pg.close()
+
+
+MODERN = """
+apiVersion: kgroups.io/v1alpha1
+kind: ConsumerGroup
+metadata:
+  name: modern
+spec:
+  topics: [orders]
+  settings:
+    consumerSessionTimeoutMs: 4000
+    consumerHeartbeatIntervalMs: 500
+  deletionPolicy: Delete
+"""
+
+
+def test_a_consumer_protocol_group_is_mirrored_with_its_epochs_and_settings(
+    controlplane: ControlPlane,
+    coordinator: Coordinator,
+    operator: Operator,
+    namespace: str,
+    members: list[Member],
+) -> None:
+    """Java consumers with group.protocol=consumer (Kafka 4's KIP-848): the ConsumerGroup
+    shows the group's type, epochs and each member's epoch and target; its spec.settings
+    (a 4-s session, a 500-ms heartbeat interval, where the coordinator's defaults are 45 s
+    and 5 s) reach the coordinator before the members join and rule their timing."""
+    cp, ns = controlplane, namespace
+    cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
+    cp.kubectl("apply", "-n", ns, "-f", "-", input=MODERN)
+    wait_until(lambda: cp.get("cg", "modern", ns).get("status", {}).get("observedGeneration")
+               == 1, 20, "ConsumerGroup observed", poll=0.2)  # fmt: skip
+    for i in range(2):
+        members.append(Member("java", coordinator.bootstrap, "modern", ["orders"],
+                              client_id=f"j{i}", extra=("--group-protocol", "consumer")))  # fmt: skip
+
+    def ready_with(n: int) -> dict[str, Any] | None:
+        cg = cp.get("cg", "modern", ns)
+        status = cg.get("status", {})
+        ok = ((condition(cg, "Ready") or {}).get("status") == "True"
+              and status.get("memberCount") == n and status["partitions"]["summary"] == "6/6")  # fmt: skip
+        return cg if ok else None
+
+    status = wait_until(lambda: ready_with(2), 60, "2 consumers owning 6/6")["status"]
+    assert (status["groupType"], status["state"], status["protocol"]) == (
+        "consumer", "Stable", "uniform")  # fmt: skip
+    assert status["groupEpoch"] == status["assignmentEpoch"] == status["generation"]
+    for m in status["members"]:
+        assert m["memberEpoch"] == status["assignmentEpoch"]
+        assert m["targetAssignment"] == m["assignment"]
+    # The group's own 4-s session (not the coordinator's 45 s) fences a killed member.
+    members[0].kill()
+    killed_at = time.monotonic()
+    wait_until(lambda: ready_with(1), 15, "the survivor owning 6/6")
+    assert time.monotonic() - killed_at < 4 + 2 + 3  # session + the operator's poll + slack

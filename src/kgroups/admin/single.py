@@ -224,8 +224,14 @@ class Admin:
         }
 
     async def describe_group(self, group_id: str) -> GroupView:
+        """One group, of either protocol: a group DescribeGroups calls Dead is asked for
+        with ConsumerGroupDescribe (a Kafka 4 consumer-protocol group is Dead to the
+        former), and stays Dead if that does not know it either."""
         (view,) = await self.describe_groups([group_id])
-        return view
+        if view.exists:
+            return view
+        (consumer,) = await self.describe_consumer_groups([group_id])
+        return consumer
 
     async def describe_groups(self, group_ids: Collection[str]) -> list[GroupView]:
         """DescribeGroups for several groups at once; a group the server does not know is
