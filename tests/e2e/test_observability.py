@@ -44,6 +44,7 @@ from tests.integration.harness import (
     Coordinator,
     Member,
     SidecarProcess,
+    consumer_protocol_member_passes,
     free_port,
     wait_until,
 )
@@ -207,6 +208,9 @@ def test_every_metric_panel_and_rule_has_data_on_a_real_prometheus(
         return bool(answer)
 
     wait_until(lambda: stable(4), 60, "4 members Stable with every partition", poll=0.5)
+    # A consumer-protocol (KIP-848) group, for its metrics: it joins and leaves; the group
+    # stays (Empty) with its epochs, and one member's reconciliation was timed.
+    consumer_protocol_member_passes(coord, "modern", TOPIC)
     c.stop()  # SIGTERM: the sidecar leaves the group
     wait_until(lambda: stable(3), 30, "3 members after a leave", poll=0.5)
     kp.kill()  # SIGKILL: its session has to expire

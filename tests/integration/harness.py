@@ -6,6 +6,7 @@ stopped by the fixture that started it (SIGKILL as a last resort).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -531,3 +532,36 @@ def polled_assignment(consumer: Any, timeout: float = 20) -> Any:
         return consumer.assignment() or None
 
     return wait_until(poll, timeout, "an assignment", poll=0)
+
+
+def consumer_protocol_member_passes(coordinator: Coordinator, group: str, topic: str) -> None:
+    """A consumer of Kafka 4's protocol (KIP-848) joins `group` on `topic` and leaves: a
+    raw ConsumerGroupHeartbeat exchange, far lighter than a JVM, for tests that need a
+    consumer-protocol group to exist (and its metrics to have series)."""
+    import uuid
+
+    from kio.schema.consumer_group_heartbeat.v1 import request as hb_req
+    from kio.schema.consumer_group_heartbeat.v1 import response as hb_resp
+
+    from kgroups.admin import Admin
+    from kgroups.protocol.build import build
+
+    member = str(uuid.uuid4())
+
+    async def go() -> None:
+        async with Admin("127.0.0.1", coordinator.port) as client:
+            join = build(hb_req.ConsumerGroupHeartbeatRequest, {
+                "group_id": group, "member_id": member, "member_epoch": 0,
+                "rebalance_timeout": 30_000, "subscribed_topic_names": [topic],
+                "topic_partitions": [],
+            })  # fmt: skip
+            joined = await client.request(join, hb_resp.ConsumerGroupHeartbeatResponse)
+            assert int(joined.error_code) == 0 and joined.assignment is not None, joined
+            leave = build(hb_req.ConsumerGroupHeartbeatRequest, {
+                "group_id": group, "member_id": member, "member_epoch": -1,
+                "topic_partitions": None,
+            })  # fmt: skip
+            left = await client.request(leave, hb_resp.ConsumerGroupHeartbeatResponse)
+            assert int(left.error_code) == 0, left
+
+    asyncio.run(go())

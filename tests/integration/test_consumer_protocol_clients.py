@@ -174,6 +174,14 @@ def test_a_static_java_consumer_restarted_gets_its_partitions_back_without_a_reb
 ) -> None:
     partitions = topic(coordinator, "events", 4)
 
+    async def long_sessions() -> None:
+        # The replacement is a new JVM: on a loaded machine it may start after a 6-s
+        # session has fenced the member it replaces (static members run long sessions).
+        async with Admin("127.0.0.1", coordinator.port) as client:
+            await client.alter_group_configs("static", {"consumer.session.timeout.ms": 30_000})
+
+    asyncio.run(long_sessions())
+
     def start(name: str, instance: str) -> Member:
         m = Member("java", coordinator.bootstrap, "static", ["events"], client_id=name,
                    instance_id=instance, extra=CONSUMER)  # fmt: skip

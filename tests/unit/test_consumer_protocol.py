@@ -561,3 +561,39 @@ def test_a_scrape_shows_consumer_groups_their_epochs_and_reconciliation_times(
     gone = scrape(metrics)
     assert gone["kgroups_session_expirations_total", g] == 2
     assert gone["kgroups_consumer_groups", (("state", "Empty"),)] == 1
+
+
+# -- the hot path -------------------------------------------------------------------------
+
+
+def test_a_heartbeat_that_changes_nothing_gets_the_full_paths_answer_from_the_hot_path(
+    ctx: Consumers,
+) -> None:
+    ctx.join_consumer("A")
+    steady = mn.ConsumerHeartbeatRequest("g", "A", 2)
+
+    def fast(req: mn.ConsumerHeartbeatRequest = steady, host: str = "/127.0.0.1") -> object:
+        return ctx.coordinator.consumer_heartbeat(req, "client", host, now_ms=ctx.now_ms)
+
+    ctx.sleep(1000)
+    answer = fast()
+    assert answer == ctx.hb("A", 2)  # the same as the whole handling gives
+    ctx.assert_timer(session_key("g", "A"), ctx.now_ms + SESSION_MS)
+    # Anything that may change something takes the whole path (None here).
+    for req in (
+        mn.ConsumerHeartbeatRequest("g", "A", 1),
+        mn.ConsumerHeartbeatRequest("g", "B", 2),
+        mn.ConsumerHeartbeatRequest("h", "A", 2),
+        mn.ConsumerHeartbeatRequest("g", "A", 2, owned=()),
+        mn.ConsumerHeartbeatRequest("g", "A", 2, subscribed_topic_names=("t",)),
+        mn.ConsumerHeartbeatRequest("g", "A", 2, server_assignor="range"),
+        mn.ConsumerHeartbeatRequest("g", "A", 2, instance_id="i"),
+        mn.ConsumerHeartbeatRequest("g", "A", -1),
+    ):
+        assert fast(req) is None, req
+    assert fast(host="/10.9.9.9") is None  # reconnected from elsewhere: recorded by the full path
+    ctx.grow("t", 5)
+    assert fast() is None  # a topic changed: the group's epoch must move
+    assert ctx.hb("A", 2).member_epoch == 3
+    ctx.join_consumer("B")
+    assert fast(mn.ConsumerHeartbeatRequest("g", "A", 3)) is None  # A must revoke

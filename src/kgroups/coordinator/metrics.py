@@ -229,11 +229,12 @@ class CoordinatorMetrics(Collector):
                 for _, code in topic.partitions:
                     t.commits[group_id, code.name.upper()] += 1
 
-    def heartbeat(self, code: ErrorCode, seconds: float) -> None:
-        """`answered` for a Heartbeat answered with `code` (the hot path's shortcut)."""
+    def heartbeat(self, code: ErrorCode, seconds: float, api: str = "Heartbeat") -> None:
+        """`answered` for a heartbeat answered with `code` (the hot paths' shortcut: a
+        Heartbeat, or a ConsumerGroupHeartbeat that changed nothing)."""
         t = self._t
-        t.requests["Heartbeat", _LABELS[code]] += 1
-        t.request_seconds["Heartbeat"].observe(seconds)
+        t.requests[api, _LABELS[code]] += 1
+        t.request_seconds[api].observe(seconds)
 
     def _tallied(self, group_id: str) -> None:
         """`group_id` has per-group series: drop those of deleted groups when too many."""

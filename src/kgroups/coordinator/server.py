@@ -57,6 +57,7 @@ from kgroups.coordinator.core.msg_cluster import (
     DeleteTopicsRequest,
 )
 from kgroups.coordinator.core.msg_configs import AlterConfigsRequest
+from kgroups.coordinator.core.msg_consumer import ConsumerHeartbeatRequest
 from kgroups.coordinator.core.msg_group import HeartbeatRequest, HeartbeatResponse
 from kgroups.coordinator.core.shards import DEFAULT_SHARDS
 from kgroups.coordinator.gate import NOTHING_DENIED, Gate, Incoming
@@ -73,6 +74,7 @@ from kgroups.coordinator.store import RecordStore, make_store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
 from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
 from kgroups.protocol.apis import ApiKey, api_name, metric_api_name
+from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     MalformedFrame,
@@ -96,6 +98,9 @@ CLUSTER_WRITES = (CreateTopicsRequest, CreatePartitionsRequest, DeleteTopicsRequ
 log = logging.getLogger("kgroups.coordinator")
 
 LISTEN_BACKLOG = 1024
+MAX_CACHED_ANSWERS = 100_000
+"""Encoded steady ConsumerGroupHeartbeat answers kept (one per member, epoch and interval):
+past this many (members come and go) the cache starts again."""
 """Connections the kernel queues before they are accepted (Kafka's
 socket.listen.backlog.size is 50): a burst of reconnecting members after a restart is
 accepted without SYN retries that cost each of them a second or more."""
@@ -190,6 +195,7 @@ class CoordinatorServer:
         self._timer_deadline: int | None = None
         self._stopped = asyncio.Event()
         self._heartbeats: dict[tuple[int, int], bytes] = {}
+        self._consumer_heartbeats: dict[tuple[int, str, int, int], bytes] = {}
         """Heartbeat answers by (version, error code), encoded once."""
         self.failure: BaseException | None = None
         self._halting: asyncio.Task[None] | None = None
@@ -583,6 +589,14 @@ class CoordinatorServer:
             if type(body) is HeartbeatRequest and not (w.queue or w.writing or self._debug):
                 self._heartbeat(conn, version, correlation_id, body, received, now_ms)
                 return
+            if (
+                type(body) is ConsumerHeartbeatRequest
+                and not (w.queue or w.writing or self._debug)
+                and self._consumer_heartbeat(
+                    conn, version, correlation_id, client_id, body, received, now_ms
+                )
+            ):
+                return
             self._handle(conn, key, version, correlation_id, client_id, body, received,
                          NOTHING_DENIED, now_ms)  # fmt: skip
             return
@@ -615,6 +629,39 @@ class CoordinatorServer:
         assert self._loop is not None
         self.metrics.heartbeat(code, self._loop.time() - received)
         self._rearm_soon()
+
+    def _consumer_heartbeat(self, conn: Connection, version: int, correlation_id: int,
+                            client_id: str, body: ConsumerHeartbeatRequest, received: float,
+                            now_ms: int) -> bool:  # fmt: skip
+        """The consumer protocol's hot path: a ConsumerGroupHeartbeat that changes nothing,
+        answered from a cache of encoded answers (one per member, epoch and interval);
+        False when it needs `_handle`."""
+        coordinator = self.coordinator
+        assert coordinator is not None
+        if self._replication is not None:
+            self._replication.check(time.monotonic())
+        try:
+            answer = coordinator.consumer_heartbeat(body, client_id, conn.client_host,
+                                                    now_ms=now_ms)  # fmt: skip
+        except HandlerFailed as failed:
+            self._halt(failed, f"a bug while handling consumer heartbeat v{version}")
+            return True
+        if answer is None:
+            return False
+        key = (version, answer.member_id or "", answer.member_epoch, answer.heartbeat_interval_ms)
+        payload = self._consumer_heartbeats.get(key)
+        if payload is None:
+            if len(self._consumer_heartbeats) >= MAX_CACHED_ANSWERS:
+                self._consumer_heartbeats.clear()
+            encoded = encode(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, answer)
+            payload = encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, 0, encoded)[8:]
+            self._consumer_heartbeats[key] = payload
+        conn.complete(HEAD.pack(len(payload) + 4, correlation_id) + payload)
+        assert self._loop is not None
+        self.metrics.heartbeat(ErrorCode.none, self._loop.time() - received,
+                               "ConsumerGroupHeartbeat")  # fmt: skip
+        self._rearm_soon()
+        return True
 
     def handle_incoming(self, incoming: Incoming, denied: frozenset[Action]) -> None:
         i = incoming

@@ -159,6 +159,45 @@ def validate(req: ConsumerHeartbeatRequest, version: int) -> None:
         )
 
 
+def steady(
+    core: Core, req: ConsumerHeartbeatRequest, client_id: str, client_host: str
+) -> ConsumerHeartbeatResponse | None:
+    """The answer to a heartbeat that changes nothing (most of them: a member at the
+    group's assignment epoch with nothing to do, saying nothing new), with its session
+    pushed back; None when it needs the whole handling (`handle_consumer_heartbeat`),
+    which would answer it the same way."""
+    if (
+        req.member_epoch <= 0
+        or req.owned is not None
+        or req.subscribed_topic_names is not None
+        or req.subscribed_topic_regex is not None
+        or req.server_assignor is not None
+        or req.rebalance_timeout_ms != -1
+        or req.rack_id is not None
+    ):
+        return None
+    group = core.consumer_groups.get(req.group_id)
+    member = None if group is None else group.members.get(req.member_id)
+    if group is None or member is None or member.epoch != req.member_epoch:
+        return None
+    if req.instance_id is not None and req.instance_id != member.instance_id:
+        return None
+    if (member.client_id, member.client_host) != (client_id, client_host):
+        return None
+    if group.group_epoch != group.assignment_epoch or member.member_id in group.unreconciled:
+        return None
+    if group.hashed is None or group.hashed[0] != (
+        core.topics_version,
+        group.subscriptions_version,
+    ):
+        return None  # a topic changed since: the group's epoch may have to move
+    schedule_session(core, group, member)
+    interval = group_config(core, group.group_id).group_consumer_heartbeat_interval_ms
+    return ConsumerHeartbeatResponse(
+        member_id=member.member_id, member_epoch=member.epoch, heartbeat_interval_ms=interval
+    )
+
+
 # -- the regular heartbeat -----------------------------------------------------------------
 
 

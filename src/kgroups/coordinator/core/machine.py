@@ -156,6 +156,23 @@ class GroupCoordinator:
         except Exception as exc:
             raise HandlerFailed(core.out.take()) from exc
 
+    def consumer_heartbeat(
+        self, request: mn.ConsumerHeartbeatRequest, client_id: str, client_host: str, *,
+        now_ms: int,
+    ) -> mn.ConsumerHeartbeatResponse | None:  # fmt: skip
+        """A ConsumerGroupHeartbeat from a connection with nothing to refuse that changes
+        nothing: what `handle` would answer, without a context, effects or records; None
+        when it needs `handle` (it would change something, or is not served here)."""
+        core = self._advance(now_ms)
+        if core.sharding is not None and routing.status(core, request.group_id) is not (
+            ErrorCode.none
+        ):
+            return None
+        try:
+            return consumer_heartbeat.steady(core, request, client_id, client_host)
+        except Exception as exc:
+            raise HandlerFailed(core.out.take()) from exc
+
     def next_deadline_ms(self) -> int | None:
         return self._core.timers.next_deadline()
 
