@@ -565,3 +565,19 @@ def consumer_protocol_member_passes(coordinator: Coordinator, group: str, topic:
             assert int(left.error_code) == 0, left
 
     asyncio.run(go())
+
+
+def commit_is_read_back(member: Member, bootstrap: str, group: str, offset: int) -> None:
+    """`member` commits `offset` on what it holds; another client (kafka-python) reads
+    each of those offsets back: they really are the group's."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    member.send(f"commit {offset}")
+    committed = member.wait_event("committed")
+    assert committed["partitions"], committed
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    try:
+        for t, p in committed["partitions"]:
+            assert reader.committed(TopicPartition(t, p)) == offset
+    finally:
+        reader.close()

@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
 from kio.schema.consumer_group_describe.v1 import request as cgd_req
 from kio.schema.consumer_group_describe.v1 import response as cgd_resp
 from typer.testing import CliRunner
@@ -31,7 +30,7 @@ from kgroups import admin
 from kgroups.admin.single import Admin
 from kgroups.cli import app as cli
 from kgroups.protocol.build import build
-from tests.integration.harness import Coordinator, Member, wait_until
+from tests.integration.harness import Coordinator, Member, commit_is_read_back, wait_until
 
 CONSUMER = ("--group-protocol", "consumer")
 
@@ -145,14 +144,7 @@ def test_java_consumers_scale_commit_fail_and_restart_under_the_consumer_protoco
         assert member["assignment"] == member["target_assignment"] == owned
 
     # A commit at the member's epoch is durable and read back by another client.
-    a.send("commit 11")
-    committed = a.wait_event("committed")
-    reader = KafkaConsumer(bootstrap_servers=coordinator.bootstrap, group_id="cg")
-    try:
-        for t, p in committed["partitions"]:
-            assert reader.committed(TopicPartition(t, p)) == 11
-    finally:
-        reader.close()
+    commit_is_read_back(a, coordinator.bootstrap, "cg", 11)
 
     # A consumer that closes leaves at once (epoch -1): the others take its partitions.
     c.close()
@@ -244,15 +236,7 @@ def test_librdkafka_and_java_consumers_share_a_consumer_protocol_group(
     second = wait_until(lambda: converged(live, partitions), 60, "a second librdkafka")
     assert second > first
     stays_stable(coordinator, "rd", 3, 2.0)
-    rd2.send("commit 7")
-    committed = rd2.wait_event("committed")
-    assert committed["partitions"], committed
-    reader = KafkaConsumer(bootstrap_servers=coordinator.bootstrap, group_id="rd")
-    try:
-        for t, p in committed["partitions"]:
-            assert reader.committed(TopicPartition(t, p)) == 7
-    finally:
-        reader.close()
+    commit_is_read_back(rd2, coordinator.bootstrap, "rd", 7)
     rd1.kill()
     live.remove(rd1)
     wait_until(lambda: converged(live, partitions), 40, "the others after librdkafka's kill")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-from kafka import KafkaConsumer, TopicPartition
-
 from kgroups import admin
 from tests.integration.harness import (
     STATIC_SESSION_MS,
     Coordinator,
     Member,
+    commit_is_read_back,
     converged,
     no_overlap_per_generation,
     wait_until,
@@ -47,14 +46,7 @@ def test_java_and_python_clients_share_a_group(
     generation = wait_until(lambda: converged(live, partitions), 60, "a mixed group to converge")
 
     # A Java commit is read back by a Python client: the offsets really are shared.
-    java.send("commit 11")
-    committed = java.wait_event("committed")
-    reader = KafkaConsumer(bootstrap_servers=coordinator.bootstrap, group_id="mixed")
-    try:
-        for t, p in committed["partitions"]:
-            assert reader.committed(TopicPartition(t, p)) == 11
-    finally:
-        reader.close()
+    commit_is_read_back(java, coordinator.bootstrap, "mixed", 11)
 
     # A Java member killed without LeaveGroup is expired; the rest take over.
     java.kill()

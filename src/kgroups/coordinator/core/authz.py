@@ -183,9 +183,15 @@ def _offset_delete(core: Core, req: mo.OffsetDeleteRequest) -> Iterator[Action]:
 
 
 def _describe_groups(core: Core, req: mg.DescribeGroupsRequest) -> Iterator[Action]:
-    for group_id in req.group_ids:
+    yield from _described(req.group_ids, req.include_authorized_operations)
+
+
+def _described(group_ids: Iterable[str], with_operations: bool) -> Iterator[Action]:
+    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE on each group, and every group
+    operation when the authorized operations are asked for."""
+    for group_id in group_ids:
         yield group(Operation.DESCRIBE, group_id)
-        if req.include_authorized_operations:
+        if with_operations:
             for op in SUPPORTED[ResourceType.GROUP]:
                 yield group(op, group_id)
 
@@ -280,11 +286,7 @@ def _consumer_heartbeat(core: Core, req: mn.ConsumerHeartbeatRequest) -> Iterato
 
 
 def _consumer_describe(core: Core, req: mn.ConsumerDescribeRequest) -> Iterator[Action]:
-    for group_id in req.group_ids:
-        yield group(Operation.DESCRIBE, group_id)
-        if req.include_authorized_operations:
-            for op in SUPPORTED[ResourceType.GROUP]:
-                yield group(op, group_id)
+    yield from _described(req.group_ids, req.include_authorized_operations)
 
 
 _NEEDS: Mapping[type, Callable[[Core, Any], Iterable[Action]]] = {
