@@ -166,10 +166,18 @@ def test_the_spark_members_metrics_and_panels_on_a_real_prometheus(
             )
         panels = [(w, e) for w, e in panel_exprs("clicks") if "kgroups_spark_" in e]
         assert panels
-        empty = [
-            w for w, e in panels if not any(s["values"] for s in prom.query_range(e, t0, t1, 1))
-        ]
-        assert not empty, empty
+
+        def empty() -> list[str]:
+            # Rates need two scrapes inside their window: on a loaded machine (scrapes
+            # late) that can take longer than the five batches did.
+            until = time.time()
+            return [w for w, e in panels
+                    if not any(s["values"] for s in prom.query_range(e, t0, until, 1))]  # fmt: skip
+
+        try:
+            wait_until(lambda: not empty(), 30, "every Spark panel with data", poll=1.0)
+        except AssertionError:
+            raise AssertionError(f"panels without data: {empty()}") from None
         assert (
             float(prom.query('kgroups_spark_lag_records{group="clicks", topic="t"}')[0]["value"][1])
             > 0
