@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.error
 import urllib.request
@@ -63,13 +64,19 @@ def test_metrics_follow_the_group_through_a_rebalance(
         members[0].kill()  # SIGKILL: no LeaveGroup, the session has to expire
         wait_converged(members[1:], partitions, timeout=30)
         after = _scrape(port)
-        assert _rebalances(after).get("session_expired", 0) == before.get("session_expired", 0) + 1
+        # a loaded machine can expire a live member's session too: the counter must
+        # match the coordinator's own account of its rebalances, and include the kill's
+        expirations = re.findall(
+            r"preparing to rebalance group g in state \w+ with old generation \d+ "
+            r"\(reason: removing member (\S+) on heartbeat expiration",
+            coord.log(),
+        )
+        assert any(m.startswith("c0-") for m in expirations)
+        assert _rebalances(after).get("session_expired", 0) == len(expirations)
         assert after[("kgroups_session_expirations_total", (("group", "g"),))] >= 1
         assert after[("kgroups_group_members", (("group", "g"),))] == 1
-        assert (
-            after[("kgroups_group_rebalance_duration_seconds_count", (("group", "g"),))]
-            == completed + 1
-        )
+        finished = after[("kgroups_group_rebalance_duration_seconds_count", (("group", "g"),))]
+        assert completed + 1 <= finished <= sum(_rebalances(after).values())
 
         for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ok\n")):
             answer = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
