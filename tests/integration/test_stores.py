@@ -46,9 +46,15 @@ CONSUMER_GROUP = ConsumerGroupValue(
                             (("u", ((2, 5),)),), (("t", (0, 1, 3)),)),
         ConsumerMemberValue("m-2", None, None, "c2", "/10.0.0.2", (), "ord.*", 60_000, None,
                             -2, 8, 127, (), (), ()),
+        ConsumerMemberValue("m-3", None, None, "c3", "/10.0.0.3", ("t",), None, 45_000, None,
+                            8, 8, 0, (("t", ((2, 8),)),), (), (("t", (2,)),),
+                            classic_session_timeout_ms=10_000,
+                            classic_protocols=(Protocol("range", b"\x00\x03"),
+                                               Protocol("cooperative-sticky", b""))),
     ),
 )  # fmt: skip
-"""A consumer-protocol group with every field set (an unknown member state included)."""
+"""A consumer-protocol group with every field set (an unknown member state included, and
+a classic member inside it, with its session timeout and protocols)."""
 
 Opener = Callable[[], RecordStore]
 

@@ -21,7 +21,7 @@ from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.consumer_group import ConsumerGroupState
-from kgroups.coordinator.core.consumer_heartbeat import rebalance_key, session_key
+from kgroups.coordinator.core.context import rebalance_key, session_key
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.protocol.errors import ErrorCode
 from tests.core_context import CoreContext
@@ -493,12 +493,14 @@ def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets(ctx: C
     assert "g" in ctx.core.consumer_groups and ctx.committed("g", "t", [0]) == {0: 42}
 
 
-def test_a_classic_group_with_members_is_not_taken_over(ctx: Consumers) -> None:
-    member_id, ref = ctx.join_new_member("g")
+def test_a_live_classic_group_of_another_protocol_type_is_not_taken_over(ctx: Consumers) -> None:
+    """(A consumer group's classic group is upgraded: test_consumer_migration.py.)"""
+    member_id, ref = ctx.join_new_member("g", protocol_type="connect")
     ctx.sleep(0)
     assert ctx.reply(ref).error is ErrorCode.none
     refused = ctx.join_consumer("A")
     assert refused.error is ErrorCode.group_id_not_found
+    assert "protocol type is 'connect'" in (refused.error_message or "")
     assert "g" not in ctx.core.consumer_groups
 
 
@@ -506,7 +508,8 @@ def test_an_empty_consumer_group_becomes_a_classic_one_but_a_live_one_does_not(
     ctx: Consumers,
 ) -> None:
     ctx.join_consumer("A")
-    assert ctx.reply(ctx.join("g")).error is ErrorCode.inconsistent_group_protocol
+    other = ctx.reply(ctx.join("g", protocol_type="connect"))
+    assert other.error is ErrorCode.inconsistent_group_protocol
     ctx.hb("A", -1)
     member_id, ref = ctx.join_new_member("g")
     ctx.sleep(0)

@@ -30,7 +30,9 @@ def test_the_charts_coordinator_defaults_are_kafkas() -> None:
         "offsetsRetentionMinutes": COORDINATOR.offsets_retention_minutes,
         "consumerSessionTimeoutMs": COORDINATOR.consumer_session_timeout_ms,
         "consumerHeartbeatIntervalMs": COORDINATOR.consumer_heartbeat_interval_ms,
+        "consumerMigrationPolicy": CoordinatorConfig().group_consumer_migration_policy.value,
     }
+    assert CoordinatorConfig().group_consumer_migration_policy == "bidirectional"  # Kafka's
 
 
 def test_the_coordinator_the_operator_and_the_protocol_name_the_same_settings() -> None:

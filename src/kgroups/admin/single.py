@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import TypeVar
 
-from kio.schema.consumer_group_describe.v0 import request as cgd
-from kio.schema.consumer_group_describe.v0 import response as cgdr
+from kio.schema.consumer_group_describe.v1 import request as cgd
+from kio.schema.consumer_group_describe.v1 import response as cgdr
 from kio.schema.create_partitions.v3 import request as cp
 from kio.schema.create_partitions.v3 import response as cpr
 from kio.schema.create_topics.v7 import request as ct
@@ -69,6 +69,9 @@ from kgroups.protocol.groups import NO_GENERATION, GroupState
 from kgroups.security.client import ClientSecurity
 
 R = TypeVar("R")
+
+CONSUMER_MEMBER_TYPE = 1
+"""ConsumerGroupDescribe v1's MemberType of a consumer-protocol member (0: classic)."""
 
 
 class Admin:
@@ -295,6 +298,7 @@ class Admin:
                         tp.topic_name: tuple(int(p) for p in tp.partitions)
                         for tp in m.target_assignment.topic_partitions
                     },
+                    upgraded=None if m.member_type < 0 else m.member_type == CONSUMER_MEMBER_TYPE,
                 )
                 for m in g.members
             )

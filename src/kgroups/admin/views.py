@@ -49,6 +49,10 @@ class MemberView:
     """A KIP-848 member's epoch (None for a classic group's member)."""
     target: dict[str, tuple[int, ...]] | None = None
     """A KIP-848 member's target assignment (None for a classic group's member)."""
+    upgraded: bool | None = None
+    """In a KIP-848 group: whether the member speaks the consumer protocol (False: a
+    classic member inside it, while an application rolls between the protocols); None
+    for a classic group's member (Kafka's MemberDescription.upgraded)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ vocabulary from `kubectl explain` to the code.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -280,6 +280,11 @@ class Member(_Model):
         default=None,
         description="Kafka 4's consumer protocol: the partitions the coordinator means the "
         "member to hold (assignment moves toward it, revoking first).",
+    )
+    protocol: Literal["consumer", "classic"] | None = Field(
+        default=None,
+        description="In a group of Kafka 4's consumer protocol: the protocol the member "
+        "speaks (classic: an instance not yet rolled to group.protocol=consumer).",
     )
 
 

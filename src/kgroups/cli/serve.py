@@ -21,6 +21,7 @@ from kgroups.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from kgroups.protocol.groups import COORDINATOR, GroupConfig
 
 if TYPE_CHECKING:
+    from kgroups.coordinator.core.config import MigrationPolicy
     from kgroups.coordinator.listeners import ListenerSettings
     from kgroups.coordinator.server import ServerSettings
 
@@ -250,6 +251,16 @@ def coordinator(
             "partitions others are releasing (kgroups' own; at most the heartbeat interval)."
         ),
     ] = COORDINATOR.consumer_waiting_heartbeat_interval_ms,
+    consumer_migration_policy: Annotated[
+        str,
+        typer.Option(
+            help="group.consumer.migration.policy: bidirectional, upgrade, downgrade or "
+            "disabled (case-insensitive). May a live classic group become a consumer-protocol "
+            "group when such a member joins (upgrade), and back when the last one leaves "
+            "(downgrade)? Empty groups convert either way; `disabled` also refuses classic "
+            "members in consumer-protocol groups."
+        ),
+    ] = "bidirectional",
     auto_create_topics: Annotated[
         bool, typer.Option(help="Create unknown topics on Metadata requests that allow it.")
     ] = False,
@@ -378,6 +389,7 @@ def coordinator(
         group_consumer_session_timeout_ms=consumer_session_timeout_ms,
         group_consumer_heartbeat_interval_ms=consumer_heartbeat_interval_ms,
         group_consumer_waiting_heartbeat_interval_ms=consumer_waiting_heartbeat_interval_ms,
+        group_consumer_migration_policy=_migration_policy(consumer_migration_policy),
     )
     try:
         config.validate()
@@ -472,3 +484,15 @@ async def _serve(settings: ServerSettings, port_file: Path | None) -> int:
     with contextlib.suppress(asyncio.CancelledError):
         await serve
     return 0
+
+
+def _migration_policy(text: str) -> MigrationPolicy:
+    from kgroups.coordinator.core.config import MigrationPolicy
+
+    try:
+        return MigrationPolicy(text.strip().lower())
+    except ValueError:
+        choices = ", ".join(p.value for p in MigrationPolicy)
+        raise typer.BadParameter(
+            f"--consumer-migration-policy must be one of {choices}, not {text!r}"
+        ) from None

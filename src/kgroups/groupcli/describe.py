@@ -190,7 +190,7 @@ def members_table(d: Described, *, verbose: bool) -> str:
     if verbose:
         columns += [
             Column("CURRENT-EPOCH"), Column("CURRENT-ASSIGNMENT", 20),
-            Column("TARGET-EPOCH"), Column("TARGET-ASSIGNMENT", 20),
+            Column("TARGET-EPOCH"), Column("TARGET-ASSIGNMENT", 20), Column("UPGRADED", 8),
         ]  # fmt: skip
     columns += [Column("LEADER", 6)] + ([] if verbose else [Column("ASSIGNMENT")])
     rows = []
@@ -201,8 +201,9 @@ def members_table(d: Described, *, verbose: bool) -> str:
         row += [m.host, m.client_id, len(_owned(m))]
         if verbose:
             target = MISSING if m.target is None else _kafka_partitions(m.target)
+            upgraded = MISSING if m.upgraded is None else str(m.upgraded).lower()
             row += [_or_missing(m.epoch), kafka_assignment(m),
-                    _or_missing(d.group.assignment_epoch), target]  # fmt: skip
+                    _or_missing(d.group.assignment_epoch), target, upgraded]  # fmt: skip
         row.append(is_leader(d, m))
         if not verbose:
             row.append(assignment(m))
@@ -249,6 +250,7 @@ def to_json(d: Described) -> dict[str, Any]:
                 "leader": None if d.leader is None else m.member_id == d.leader,
                 "assignment": {t: sorted(ps) for t, ps in sorted(m.assignment.items())},
                 **({} if m.epoch is None else {"member_epoch": m.epoch}),
+                **({} if m.upgraded is None else {"upgraded": m.upgraded}),
                 **({} if m.target is None
                    else {"target_assignment": {t: sorted(ps) for t, ps in m.target.items()}}),
             }

@@ -117,6 +117,7 @@ def described(obj: Mapping[str, Any]) -> desc.Described | None:
             target=None
             if m.get("targetAssignment") is None
             else _partitions(m.get("targetAssignment")),
+            upgraded=None if m.get("protocol") is None else m["protocol"] == "consumer",
         )
         for m in status.get("members") or []
     )

@@ -18,6 +18,8 @@ from kgroups.protocol.groups import REBALANCING, GroupState
 
 REBALANCING_STATES = frozenset(s.value for s in REBALANCING) | {"Assigning", "Reconciling"}
 """A classic group's rebalance, and a consumer-protocol group moving to a new target."""
+PROTOCOLS = {True: "consumer", False: "classic"}
+"""A consumer-protocol group's member's `protocol`, by MemberView.upgraded."""
 MAX_MEMBERS = 200
 MAX_OFFSETS = 2000
 """Status lists are capped: an object must stay well under etcd's 1.5 MB limit however
@@ -131,6 +133,7 @@ def group_status(
             "assignment": _partitions(m.assignment),
             **({} if m.epoch is None else {"memberEpoch": m.epoch}),
             **({} if m.target is None else {"targetAssignment": _partitions(m.target)}),
+            **({} if m.upgraded is None else {"protocol": PROTOCOLS[m.upgraded]}),
         }
         for m in sorted(g.members, key=lambda m: m.member_id)[:MAX_MEMBERS]
     ]

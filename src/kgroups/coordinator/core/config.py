@@ -6,6 +6,7 @@ Names follow the Kafka config with dots turned into underscores; defaults are Ka
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from kgroups.protocol.groups import COORDINATOR
@@ -24,6 +25,24 @@ INT_FIELDS = (
     "group_consumer_waiting_heartbeat_interval_ms",
 )
 """The settings that are Kafka INT configs: 32 bits."""
+
+
+class MigrationPolicy(enum.StrEnum):
+    """Kafka's `group.consumer.migration.policy`: may a group with members move between
+    the classic and the consumer protocol (an empty group always may)?"""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"
+    DOWNGRADE = "downgrade"
+    DISABLED = "disabled"
+
+    @property
+    def upgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrades(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +86,10 @@ class CoordinatorConfig:
     """The heartbeat interval told to a consumer-protocol member waiting for partitions
     that others are releasing (kgroups' own: Kafka tells every member the same interval,
     so a partition reaches its new owner up to a whole interval after it was freed)."""
+    group_consumer_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+    """Whether a live classic group becomes a consumer-protocol group when a member of
+    that protocol joins (upgrade), and back when its last such member leaves (downgrade);
+    classic members inside a consumer group are refused only when `disabled`."""
     fetch_max_wait_ms: int = 30_000
     """Upper bound on how long a Fetch long-poll is held, whatever the client asks."""
 

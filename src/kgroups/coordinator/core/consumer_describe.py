@@ -15,6 +15,8 @@ from kgroups.coordinator.core.consumer_group import ConsumerGroup, ConsumerMembe
 from kgroups.coordinator.core.consumer_heartbeat import assignment_of
 from kgroups.coordinator.core.context import Core
 from kgroups.coordinator.core.msg_consumer import (
+    CLASSIC_MEMBER,
+    CONSUMER_MEMBER,
     ConsumerDescribeRequest,
     ConsumerDescribeResponse,
     DescribedConsumerGroup,
@@ -74,6 +76,7 @@ def _member(core: Core, member: ConsumerMember) -> DescribedConsumerMember:
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=assignment_of(core, held),
         target_assignment=assignment_of(core, member.target),
+        member_type=CONSUMER_MEMBER if member.classic is None else CLASSIC_MEMBER,
     )
 
 

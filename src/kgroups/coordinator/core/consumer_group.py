@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kgroups.coordinator.core.msg_group import Protocol
 from kgroups.coordinator.core.reconciliation import FREE, MemberAssignment, MemberState
 from kgroups.coordinator.core.records import (
     ConsumerGroupValue,
@@ -50,6 +51,20 @@ class ConsumerGroupState(enum.StrEnum):
     STABLE = "Stable"
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member speaking the classic protocol inside a consumer group keeps of its
+    JoinGroup (Kafka's ClassicMemberMetadata): its session timeout and its protocols."""
+
+    session_timeout_ms: int
+    protocols: tuple[Protocol, ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol it is told it uses: its first (Kafka's choice)."""
+        return self.protocols[0].name
+
+
 @dataclass(slots=True, eq=False)
 class ConsumerMember:
     member_id: str
@@ -70,6 +85,9 @@ class ConsumerMember:
     ) = None
     """(its assignment, its target, its metadata version, its record then): `to_value`'s
     cache, checked by identity (an assignment is immutable, a target replaced whole)."""
+    classic: ClassicMetadata | None = None
+    """Set for a member that speaks the classic protocol (JoinGroup, SyncGroup,
+    Heartbeat) inside this group: `consumer_classic`."""
     resolved: tuple[object, frozenset[str]] | None = None
     """The existing topics its subscription names, and for which topics and subscription
     (not persisted: `consumer_heartbeat.subscribed_topics` recomputes it)."""
@@ -86,7 +104,7 @@ class ConsumerMember:
         """What ConsumerGroupMemberMetadata holds: a change is persisted."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host,
                 self.subscribed_topic_names, self.subscribed_topic_regex,
-                self.rebalance_timeout_ms, self.server_assignor)  # fmt: skip
+                self.rebalance_timeout_ms, self.server_assignor, self.classic)  # fmt: skip
 
     def to_value(self) -> ConsumerMemberValue:
         """The member's record, made again only when it changed (a group's snapshot is
@@ -121,6 +139,10 @@ class ConsumerMember:
             assigned=_with_epochs(c.assigned),
             revoking=_with_epochs(c.revoking),
             target=tuple(sorted((t, tuple(sorted(ps))) for t, ps in self.target.items() if ps)),
+            classic_session_timeout_ms=None
+            if self.classic is None
+            else self.classic.session_timeout_ms,
+            classic_protocols=() if self.classic is None else self.classic.protocols,
         )
 
     @classmethod
@@ -143,6 +165,9 @@ class ConsumerMember:
             server_assignor=v.server_assignor,
             current=current,
             target=dict(v.target),
+            classic=None
+            if v.classic_session_timeout_ms is None
+            else ClassicMetadata(v.classic_session_timeout_ms, v.classic_protocols),
         )
 
 

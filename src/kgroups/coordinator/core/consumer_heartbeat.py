@@ -34,6 +34,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Collection, Mapping
 
+from kgroups.coordinator.core import consumer_migration as migration
 from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed
 from kgroups.coordinator.core.consumer_group import (
@@ -44,7 +45,7 @@ from kgroups.coordinator.core.consumer_group import (
     ConsumerGroupState,
     ConsumerMember,
 )
-from kgroups.coordinator.core.context import Core
+from kgroups.coordinator.core.context import Core, rebalance_key, session_key
 from kgroups.coordinator.core.effects import (
     MemberReconciled,
     RebalanceCompleted,
@@ -73,20 +74,11 @@ from kgroups.coordinator.core.server_assignors import (
     range_assignment,
     uniform_assignment,
 )
-from kgroups.coordinator.core.states import GroupState
 from kgroups.protocol.errors import ErrorCode, GroupError
 from kgroups.security.actions import Operation
 
 GENERATED_MEMBER_ID_FROM = 1
 """From v1 the member generates its id (KIP-1082); v0 may leave it to the coordinator."""
-
-
-def session_key(group_id: str, member_id: str) -> str:
-    return f"consumer-session-{group_id}-{member_id}"
-
-
-def rebalance_key(group_id: str, member_id: str) -> str:
-    return f"consumer-rebalance-{group_id}-{member_id}"
 
 
 def handle_consumer_heartbeat(
@@ -213,10 +205,11 @@ def _group(core: Core, ctx: RequestContext, req: ConsumerHeartbeatRequest) -> Co
     if req.member_epoch != 0:
         raise _not_found(req.group_id)
     classic = core.groups.get(req.group_id)
-    if classic is not None and (classic.members or classic.state is not GroupState.EMPTY):
-        raise GroupError(
-            ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group."
-        )
+    if classic is not None and classic.members:
+        # A consumer-protocol member joins a live classic group: it is upgraded online.
+        upgraded = migration.upgraded(core, classic)
+        upgraded.metadata_hash = topics_hash(core, upgraded)
+        return upgraded
     if classic is None and not ownership.may_create(core, ctx.principal):
         raise GroupError(
             ErrorCode.group_max_size_reached, "The principal has created as many groups as it may."
@@ -226,11 +219,16 @@ def _group(core: Core, ctx: RequestContext, req: ConsumerHeartbeatRequest) -> Co
 
 
 def _admit(core: Core, group: ConsumerGroup) -> None:
-    """A group made by `_group` joins the coordinator's, replacing an empty classic group
-    of the same id (its committed offsets stay: they are the group id's)."""
+    """A group made by `_group` joins the coordinator's, replacing a classic group of the
+    same id (its committed offsets stay: they are the group id's); the classic members
+    it took over start their sessions."""
     if core.consumer_groups.get(group.group_id) is not group:
-        ownership.drop(core, group.group_id)
+        classic = ownership.drop(core, group.group_id)
+        if classic is not None:
+            migration.retire(core, classic)
         ownership.put_consumer(core, group)
+        for member in group.members.values():
+            schedule_session(core, group, member)
 
 
 def _compile(regex: str) -> Callable[[str], bool]:
@@ -311,14 +309,49 @@ def _heartbeat(
             "The member is in a state this coordinator does not know.",
         )
     # Nothing below refuses the request: the group and the member may change.
+    before = member.current
+    current = apply(core, group, member, replaced, lambda m: _update(m, ctx, req), owned=owned)
+    full = (
+        req.rebalance_timeout_ms != -1
+        and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+        and req.owned is not None
+    )
+    tell = req.member_epoch == 0 or full or current.assigned != before.assigned
+    interval = settings.group_consumer_heartbeat_interval_ms
+    if current.state is MemberState.UNRELEASED_PARTITIONS:
+        # Waiting for partitions others are releasing: ask again soon, so a freed
+        # partition reaches it in a fraction of an interval (the server sets the pace).
+        interval = min(interval, settings.group_consumer_waiting_heartbeat_interval_ms)
+    return ConsumerHeartbeatResponse(
+        member_id=member.member_id,
+        member_epoch=member.epoch,
+        heartbeat_interval_ms=interval,
+        assignment=assignment_of(core, current.assigned) if tell else None,
+    )
+
+
+def apply(
+    core: Core,
+    group: ConsumerGroup,
+    member: ConsumerMember,
+    replaced: ConsumerMember | None,
+    update: Callable[[ConsumerMember], None],
+    *,
+    owned: Mapping[str, Collection[int]] | None,
+) -> MemberAssignment[str]:
+    """A member's accepted request takes effect (a heartbeat, or a classic member's
+    JoinGroup): `update` writes what it says into the member (new, or replacing the static
+    member `replaced`); the group epoch moves if the subscriptions or their topics did, the
+    target is computed again if due, and the member moves one step toward its share with
+    `owned` what it says it owns (None: not said). Persisted if anything changed; its
+    session starts again. Returns where the member stands now."""
     _admit(core, group)
     is_new = member.member_id not in group.members
     metadata = member.metadata_key()
     subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
     assignor = member.server_assignor
     preferred = group.preferred_assignor()
-    before = member.current
-    _update(member, ctx, req)
+    update(member)
     if is_new:
         if replaced is not None:
             group.remove(replaced.member_id)
@@ -354,7 +387,8 @@ def _heartbeat(
     if current != member.current:
         was_reconciled = member.member_id not in group.unreconciled
         group.update_assignment(member, current)
-        arm_rebalance_timer(core, group, member)
+        if member.classic is None:
+            arm_rebalance_timer(core, group, member)
         changed = True
         if not was_reconciled and member.member_id not in group.unreconciled:
             since = group.assignment_timestamp_ms
@@ -363,23 +397,7 @@ def _heartbeat(
     if changed:
         core.out.persist(GroupRecord(group.group_id, group.to_value()))
     schedule_session(core, group, member)
-    full = (
-        req.rebalance_timeout_ms != -1
-        and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
-        and req.owned is not None
-    )
-    tell = req.member_epoch == 0 or full or current.assigned != before.assigned
-    interval = settings.group_consumer_heartbeat_interval_ms
-    if current.state is MemberState.UNRELEASED_PARTITIONS:
-        # Waiting for partitions others are releasing: ask again soon, so a freed
-        # partition reaches it in a fraction of an interval (the server sets the pace).
-        interval = min(interval, settings.group_consumer_waiting_heartbeat_interval_ms)
-    return ConsumerHeartbeatResponse(
-        member_id=member.member_id,
-        member_epoch=member.epoch,
-        heartbeat_interval_ms=interval,
-        assignment=assignment_of(core, current.assigned) if tell else None,
-    )
+    return current
 
 
 def _record_bytes(req: ConsumerHeartbeatRequest) -> int:
@@ -406,6 +424,7 @@ def _update(member: ConsumerMember, ctx: RequestContext, req: ConsumerHeartbeatR
         member.server_assignor = req.server_assignor
     member.client_id = ctx.client_id
     member.client_host = ctx.client_host
+    member.classic = None  # a classic member rejoining with this protocol speaks it now
 
 
 def _owned_names(core: Core, owned: OwnedTopics) -> dict[str, tuple[int, ...]]:
@@ -446,6 +465,11 @@ def _check_epoch(core: Core, member: ConsumerMember, req: ConsumerHeartbeatReque
     (KAFKA-19233); an older epoch is the previous one of a member whose answer was lost,
     accepted if what it owns is part of what it has."""
     received = req.member_epoch
+    if member.classic is not None and received != 0:
+        # It joined with JoinGroup: it is not known to this protocol until it rejoins.
+        raise GroupError(
+            ErrorCode.unknown_member_id, f"Member {member.member_id} uses the classic protocol."
+        )
     if received in (0, member.epoch):
         return
     if received > member.epoch or received != member.current.previous_epoch:
@@ -549,7 +573,12 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
 
 
 def schedule_session(core: Core, group: ConsumerGroup, member: ConsumerMember) -> None:
-    timeout = group_config(core, group.group_id).group_consumer_session_timeout_ms
+    """The member's session starts again: the group's consumer session timeout, or a
+    classic member's own (from its JoinGroup)."""
+    if member.classic is not None:
+        timeout = member.classic.session_timeout_ms
+    else:
+        timeout = group_config(core, group.group_id).group_consumer_session_timeout_ms
     group_id, member_id = group.group_id, member.member_id
 
     def expire(now_ms: int) -> None:
@@ -608,9 +637,11 @@ def fence(core: Core, group: ConsumerGroup, member_id: str, reason: RebalanceRea
     is free at once, and the group epoch moves so the others share its partitions."""
     group.remove(member_id)
     _cancel_timers(core, group.group_id, member_id)
-    bump_epoch(core, group, reason)
     if reason is RebalanceReason.SESSION_EXPIRED:
         core.out.observations.append(SessionExpired(group.group_id))
+    if migration.downgrade(core, group):
+        return
+    bump_epoch(core, group, reason)
     group.metadata_hash = topics_hash(core, group)
     if not group.members:
         # Nothing to assign: the next member to join is not kept waiting (KAFKA-20442).

@@ -13,7 +13,9 @@ Kafka 4's rules (`ConsumerGroup.validateOffsetCommit`/`validateOffsetFetch`):
   commit was in flight (any rebalance) sees the commit fail with STALE_MEMBER_EPOCH, for
   partitions nobody else can have committed to since: 4.3's rule is as safe and spares
   clients an error some of them cannot handle (franz-go's documentation says so);
-* a fetch with a member id or epoch must come from a member, at its epoch exactly.
+* a fetch with a member id or epoch must come from a member, at its epoch exactly;
+* a classic member inside the group (`consumer_classic`) commits as classic members do:
+  its generation must be its member epoch (ILLEGAL_GENERATION), at any version.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def validate_commit(
     member = group.members.get(req.member_id)
     if member is None:
         raise GroupError(ErrorCode.unknown_member_id)
+    if member.classic is not None:
+        # A classic member commits with its generation, which is its member epoch.
+        if epoch != member.epoch:
+            raise GroupError(ErrorCode.illegal_generation)
+        return
     if ctx.api_version < CONSUMER_COMMIT_FROM:
         raise GroupError(ErrorCode.unsupported_version,
                          "OffsetCommit version 9 or above must be used by members using "

@@ -80,6 +80,17 @@ def heartbeat_key(group_id: str, member_id: str) -> str:
     return f"heartbeat-{group_id}-{member_id}"
 
 
+def session_key(group_id: str, member_id: str) -> str:
+    """A consumer-protocol group's member's session."""
+    return f"consumer-session-{group_id}-{member_id}"
+
+
+def rebalance_key(group_id: str, member_id: str) -> str:
+    """A consumer-protocol group's member's rebalance timeout (for a classic member
+    there: its time to send SyncGroup, or to rejoin when told to)."""
+    return f"consumer-rebalance-{group_id}-{member_id}"
+
+
 def join_key(group_id: str) -> str:
     return f"join-{group_id}"
 

@@ -88,6 +88,9 @@ class RebalanceReason(StrEnum):
     REVOCATION_TIMEOUT = "revocation_timeout"
     """A consumer-protocol member did not release its partitions within its rebalance
     timeout, and was fenced."""
+    PROTOCOL_MIGRATION = "protocol_migration"
+    """The group moved from the consumer protocol back to the classic one (its last
+    consumer-protocol member left): its classic members rejoin."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ generation hear REBALANCE_IN_PROGRESS (their cue to rejoin), not ILLEGAL_GENERAT
 
 from __future__ import annotations
 
+from kgroups.coordinator.core import consumer_classic
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core
@@ -33,6 +34,9 @@ def heartbeat(core: Core, req: HeartbeatRequest) -> ErrorCode:
         return ErrorCode.invalid_group_id
     group = core.groups.get(req.group_id)
     if group is None:
+        consumer = core.consumer_groups.get(req.group_id)
+        if consumer is not None:
+            return consumer_classic.heartbeat(core, req, consumer)
         return ErrorCode.unknown_member_id
     if group.state is GroupState.DEAD:
         return ErrorCode.coordinator_not_available

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from kgroups.coordinator.core import ownership
+from kgroups.coordinator.core import consumer_classic, ownership
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core, heartbeat_key
@@ -62,9 +62,8 @@ def handle_join(core: Core, ctx: RequestContext, req: JoinGroupRequest) -> None:
     consumer = core.consumer_groups.get(req.group_id)
     if consumer is not None:
         if consumer.members:
-            # Classic members inside a consumer-protocol group (Kafka's mixed groups)
-            # are not served yet: the group keeps its consumer-protocol members.
-            return fail(ErrorCode.inconsistent_group_protocol)
+            # A classic member of a consumer-protocol group (Kafka's mixed groups).
+            return consumer_classic.join(core, ctx, req, consumer)
         # An empty consumer-protocol group becomes a classic one (its offsets stay).
         ownership.drop_consumer(core, req.group_id)
     group = core.groups.get(req.group_id)

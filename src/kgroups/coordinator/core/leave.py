@@ -6,6 +6,7 @@ into a batch of one and the first member error back into the top-level code.
 
 from __future__ import annotations
 
+from kgroups.coordinator.core import consumer_classic
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core, heartbeat_key
@@ -30,6 +31,10 @@ def handle_leave(core: Core, ctx: RequestContext, req: LeaveGroupRequest) -> Non
         return
     if not req.group_id:
         core.out.reply(ctx.ref, LeaveGroupResponse(ErrorCode.invalid_group_id))
+        return
+    consumer = core.consumer_groups.get(req.group_id)
+    if consumer is not None:
+        consumer_classic.leave(core, ctx, req, consumer)
         return
     group = core.groups.get(req.group_id)
     if group is None:

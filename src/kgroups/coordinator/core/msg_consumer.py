@@ -57,6 +57,11 @@ class ConsumerDescribeRequest:
     include_authorized_operations: bool = False
 
 
+CLASSIC_MEMBER = 0
+"""ConsumerGroupDescribe's MemberType of a member speaking the classic protocol."""
+CONSUMER_MEMBER = 1
+
+
 @dataclass(frozen=True, slots=True)
 class DescribedConsumerMember:
     member_id: str
@@ -70,7 +75,7 @@ class DescribedConsumerMember:
     assignment: tuple[AssignedTopic, ...]
     target_assignment: tuple[AssignedTopic, ...]
     member_type: int = 1
-    """1: a consumer-protocol member (0 would be a classic one in a mixed group)."""
+    """CONSUMER_MEMBER, or CLASSIC_MEMBER for a classic one inside the group (v1+)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,11 @@ class ConsumerMemberValue:
     assigned: TopicPartitionEpochs
     revoking: TopicPartitionEpochs
     target: TopicPartitions
+    classic_session_timeout_ms: int | None = None
+    """A member that speaks the classic protocol inside this group (Kafka's
+    ClassicMemberMetadata): its session timeout. None: a consumer-protocol member."""
+    classic_protocols: tuple[Protocol, ...] = ()
+    """That classic member's JoinGroup protocols (names and metadata), in its order."""
 
 
 @dataclass(frozen=True, slots=True)

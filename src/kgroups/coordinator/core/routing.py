@@ -32,13 +32,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kgroups.coordinator.core import consumer_heartbeat as ch
 from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core import replay as rp
-from kgroups.coordinator.core.context import Core, heartbeat_key, join_key, sync_key
+from kgroups.coordinator.core.context import (
+    Core,
+    heartbeat_key,
+    join_key,
+    rebalance_key,
+    session_key,
+    sync_key,
+)
 from kgroups.coordinator.core.effects import RequestBody
 from kgroups.coordinator.core.msg_cluster import CoordinatorResult, Node
 from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
@@ -150,8 +156,8 @@ def unload(core: Core, shard: int) -> None:
         consumer = ownership.drop_consumer(core, group_id)
         if consumer is not None:
             for member_id in consumer.members:
-                core.timers.cancel(ch.session_key(group_id, member_id))
-                core.timers.cancel(ch.rebalance_key(group_id, member_id))
+                core.timers.cancel(session_key(group_id, member_id))
+                core.timers.cancel(rebalance_key(group_id, member_id))
         group = ownership.drop(core, group_id)
         core.offsets.pop(group_id, None)
         core.timers.cancel(join_key(group_id))

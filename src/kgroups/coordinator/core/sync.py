@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from kgroups.coordinator.core import consumer_classic
 from kgroups.coordinator.core import rebalance as rb
 from kgroups.coordinator.core.authz import group_allowed
 from kgroups.coordinator.core.context import Core
@@ -35,6 +36,10 @@ def handle_sync(core: Core, ctx: RequestContext, req: SyncGroupRequest) -> None:
             else ErrorCode.group_authorization_failed
         )
         core.out.reply(ctx.ref, SyncGroupResponse(code))
+        return
+    consumer = core.consumer_groups.get(req.group_id)
+    if consumer is not None:
+        consumer_classic.sync(core, ctx, req, consumer)
         return
     try:
         group = _validate(core, ctx, req)

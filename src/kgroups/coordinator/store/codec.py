@@ -135,6 +135,16 @@ def _member_json(m: ConsumerMemberValue) -> str:
             "assigned": [[t, [list(pe) for pe in ps]] for t, ps in m.assigned],
             "revoking": [[t, [list(pe) for pe in ps]] for t, ps in m.revoking],
             "target": [[t, list(ps)] for t, ps in m.target],
+            **(
+                {}
+                if m.classic_session_timeout_ms is None
+                else {
+                    "classic": {
+                        "session_ms": m.classic_session_timeout_ms,
+                        "protocols": [[p.name, _b64(p.metadata)] for p in m.classic_protocols],
+                    }
+                }
+            ),
         },
         separators=(",", ":"),
     )
@@ -144,6 +154,14 @@ def _member_json(m: ConsumerMemberValue) -> str:
 
 def _epochs(raw: list[Any]) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
     return tuple((t, tuple((int(p), int(e)) for p, e in ps)) for t, ps in raw)
+
+
+def _classic(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """A classic member's fields of a consumer group's member (none for the others)."""
+    if raw is None:
+        return {}
+    protocols = tuple(Protocol(n, _unb64(md)) for n, md in raw["protocols"])
+    return {"classic_session_timeout_ms": raw["session_ms"], "classic_protocols": protocols}
 
 
 def _decode_consumer_group(raw: dict[str, Any]) -> ConsumerGroupValue:
@@ -170,6 +188,7 @@ def _decode_consumer_group(raw: dict[str, Any]) -> ConsumerGroupValue:
                 assigned=_epochs(m["assigned"]),
                 revoking=_epochs(m["revoking"]),
                 target=tuple((t, tuple(int(p) for p in ps)) for t, ps in m["target"]),
+                **_classic(m.get("classic")),
             )
             for m in raw["members"]
         ),
