@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -66,17 +67,25 @@ def kgroups_image(docker_host: str) -> str:
 
 @pytest.fixture(scope="package")
 def cluster(docker_host: str) -> Iterator[KindCluster]:
-    """A fresh kind cluster with every image the chart and the examples name loaded."""
-    script(docker_host, str(IMAGES), "all", timeout=3600)
-    images = script(docker_host, str(IMAGES), "names", timeout=60).split()
+    """A fresh kind cluster with every image the chart and the examples name loaded: the
+    images are built while the cluster starts; the chart's is loaded first, the others
+    while the first tests run (`KindCluster.load_meanwhile`)."""
     kind = KindCluster(CLUSTER_NAME, docker_host)
     if not KEEP:
         kind.down()  # a cluster left by an interrupted run
     try:
-        kind.up()
-        kind.load(images)
+        with ThreadPoolExecutor(1, thread_name_prefix="images") as pool:
+            built = pool.submit(script, docker_host, str(IMAGES), "all", timeout=3600)
+            try:
+                kind.up()
+            finally:
+                built.result()  # its failure, if any, is the one to report
+        chart, *others = script(docker_host, str(IMAGES), "names", timeout=60).split()
+        kind.load([chart])
+        kind.load_meanwhile(others)
         yield kind
     finally:
+        kind.loaded()  # nothing still loading into a node about to go
         if not KEEP:
             kind.down()
 

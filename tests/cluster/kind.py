@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ class KindCluster(Kubectl):
         self.name = name
         self.docker_host = docker_host
         self.bin, self.helm_bin = tools()
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-load")
+        self._loading: dict[str, Future[None]] = {}
 
     def up(self) -> None:
         out = script(self.docker_host, str(KIND), "up", self.name, timeout=1800)
@@ -50,6 +53,34 @@ class KindCluster(Kubectl):
 
     def load(self, images: list[str]) -> None:
         script(self.docker_host, str(KIND), "load", self.name, *images, timeout=1200)
+
+    def load_meanwhile(self, images: list[str]) -> None:
+        """Load `images` into the node one after the other while tests run (the Spark
+        image alone takes a minute): kubectl waits for any of them a manifest names."""
+        for image in images:
+            self._loading[image] = self._loader.submit(self.load, [image])
+
+    def loaded(self, text: str = "") -> None:
+        """Wait until every image still loading that `text` names (all: "") is in."""
+        for image, done in self._loading.items():
+            if not text or image in text:
+                done.result()
+
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        kubeconfig: Path | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        if "apply" in args or "create" in args:
+            # A pod of an image not yet in the node would back off pulling it from a
+            # registry nobody can reach: what a manifest names is loaded first.
+            files = [
+                args[i + 1] for i, a in enumerate(args[:-1]) if a == "-f" and args[i + 1] != "-"
+            ]
+            self.loaded("".join([input or "", *(Path(f).read_text() for f in files)]))
+        return super().kubectl(*args, input=input, check=check, kubeconfig=kubeconfig)
 
     def logs(self, directory: Path) -> Path:
         script(self.docker_host, str(KIND), "logs", self.name, str(directory), timeout=300)
