@@ -29,6 +29,9 @@ from kgroups.protocol.errors import ErrorCode
 START_MS = 1_700_000_000_000
 NODE = Node(0, "127.0.0.1", 9092)
 CONSUMER = "consumer"
+WORK_STEP_S = 0.002
+"""The work clock moves this much each time the core reads it (a target assignment is
+read twice: it takes one step)."""
 
 
 def subscription(*topics: str) -> bytes:
@@ -86,6 +89,7 @@ class CoreContext:
         self.all_effects: list[Effects] = []
         self._refs = itertools.count(1)
         self._ids = itertools.count(1)
+        self._work = itertools.count()
         self.coordinator = self._fresh()
 
     # -- plumbing ------------------------------------------------------------------------
@@ -97,6 +101,7 @@ class CoreContext:
             cluster_id="test-cluster",
             new_member_id=lambda prefix: f"{prefix}-{next(self._ids)}",
             new_topic_id=lambda: uuid.UUID(int=next(self._ids)),
+            work_clock=lambda: next(self._work) * WORK_STEP_S,
         )
         for record in self.store.replay_order():
             coordinator.replay(record)

@@ -84,6 +84,8 @@ METRICS: tuple[Metric, ...] = (
        "members not yet holding exactly their share of the target"),
     _m("kgroups_consumer_member_reconciliation_seconds", "histogram", "group", "coordinator",
        "target assignment computed to a member holding its share"),
+    _m("kgroups_consumer_assignment_seconds", "histogram", "group", "coordinator",
+       "the coordinator's time computing a target assignment"),
     _m("kgroups_requests_total", "counter", "api error", "coordinator",
        "requests answered, by API and Kafka error name (NONE on success)"),
     _m("kgroups_request_duration_seconds", "histogram", "api", "coordinator",

@@ -24,7 +24,7 @@ from kgroups.coordinator.core.consumer_group import ConsumerGroupState
 from kgroups.coordinator.core.context import rebalance_key, session_key
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.protocol.errors import ErrorCode
-from tests.core_context import CoreContext
+from tests.core_context import WORK_STEP_S, CoreContext
 from tests.unit.test_coordinator_metrics import scrape
 
 SESSION_MS = 45_000
@@ -553,6 +553,9 @@ def test_a_scrape_shows_consumer_groups_their_epochs_and_reconciliation_times(
     assert done["kgroups_consumer_groups", (("state", "Stable"),)] == 1
     assert done["kgroups_consumer_group_unreconciled_members", g] == 0
     assert done["kgroups_consumer_member_reconciliation_seconds_count", g] == 3  # A at 2, then A, B
+    # Two targets computed (A's join, B's), each one step of the work clock.
+    assert done["kgroups_consumer_assignment_seconds_count", g] == 2
+    assert abs(done["kgroups_consumer_assignment_seconds_sum", g] - 2 * WORK_STEP_S) < 1e-9
     assert abs(done["kgroups_consumer_member_reconciliation_seconds_sum", g] - 1.1) < 1e-9
     # epoch 2 at once, then 0.2 + 0.3 + 0.1 s from B's join to B holding its share
     assert done["kgroups_group_rebalance_duration_seconds_count", g] == 2

@@ -41,6 +41,7 @@ from kgroups.coordinator.core.effects import (
     RebalanceReason,
     RebalanceStarted,
     SessionExpired,
+    TargetComputed,
 )
 from kgroups.coordinator.core.model import Group
 from kgroups.coordinator.core.msg_offsets import OffsetCommitResponse
@@ -127,6 +128,9 @@ class _Tallies:
     reconcile_seconds: defaultdict[str, Histo] = field(
         default_factory=lambda: histos(REBALANCE_BUCKETS)
     )
+    assignment_seconds: defaultdict[str, Histo] = field(
+        default_factory=lambda: histos(REQUEST_BUCKETS)
+    )
     last_rebalance: dict[str, float] = field(default_factory=dict)
     expirations: Tally[str] = field(default_factory=Tally)
     requests: Tally[tuple[str, str]] = field(default_factory=Tally)
@@ -198,6 +202,8 @@ class CoordinatorMetrics(Collector):
                 t.expirations[o.group_id] += 1
             elif isinstance(o, MemberReconciled):
                 t.reconcile_seconds[o.group_id].observe(o.duration_ms / 1000)
+            elif isinstance(o, TargetComputed):
+                t.assignment_seconds[o.group_id].observe(o.seconds)
 
     def _consumer_protocol(self, group_id: str) -> bool:
         coordinator = self._coordinator()
@@ -257,7 +263,8 @@ class CoordinatorMetrics(Collector):
             for key in [k for k in tally if k[0] in gone]:
                 del tally[key]
         for per_group in (t.rebalance_seconds, t.join_seconds, t.sync_seconds,
-                          t.reconcile_seconds, t.last_rebalance, t.expirations):  # fmt: skip
+                          t.reconcile_seconds, t.assignment_seconds, t.last_rebalance,
+                          t.expirations):  # fmt: skip
             for group_id in gone:
                 per_group.pop(group_id, None)
         self._groups &= live
@@ -348,6 +355,13 @@ class CoordinatorMetrics(Collector):
             "exactly its share of it.",
             "group",
             sorted(t.reconcile_seconds.items()),
+        )
+        yield histogram_family(
+            "kgroups_consumer_assignment_seconds",
+            "Consumer protocol (KIP-848): the coordinator's time computing a target "
+            "assignment (the server-side assignor's run).",
+            "group",
+            sorted(t.assignment_seconds.items()),
         )
         last = GaugeMetricFamily(
             "kgroups_group_last_rebalance_timestamp_seconds",

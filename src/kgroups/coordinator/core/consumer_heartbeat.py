@@ -52,6 +52,7 @@ from kgroups.coordinator.core.effects import (
     RebalanceReason,
     RebalanceStarted,
     SessionExpired,
+    TargetComputed,
 )
 from kgroups.coordinator.core.group_configs import group_config
 from kgroups.coordinator.core.model import MEMBER_RECORD_OVERHEAD
@@ -551,6 +552,7 @@ def _static_member(
 def compute_target(core: Core, group: ConsumerGroup) -> None:
     """The group's target at its epoch, by its preferred assignor; each member's current
     target is what a sticky assignor keeps."""
+    started = core.work_clock()
     members = [
         AssignmentMember(m.member_id, subscribed_topics(core, m), m.instance_id, m.target)
         for m in group.members.values()
@@ -567,6 +569,9 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
             member.target = target
     group.assignment_timestamp_ms = core.now_ms
     group.set_assignment_epoch(group.group_epoch)
+    took = core.work_clock() - started
+    total = sum(partitions.values())
+    core.out.observations.append(TargetComputed(group.group_id, len(members), total, took))
 
 
 # -- timers and leaving -------------------------------------------------------------------

@@ -140,8 +140,24 @@ class MemberReconciled:
     duration_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class TargetComputed:
+    """A consumer-protocol group's target assignment was computed, in `seconds` (of the
+    coordinator's work clock) for `members` members and `partitions` partitions."""
+
+    group_id: str
+    members: int
+    partitions: int
+    seconds: float
+
+
 Observation = (
-    RebalanceStarted | JoinPhaseCompleted | RebalanceCompleted | SessionExpired | MemberReconciled
+    RebalanceStarted
+    | JoinPhaseCompleted
+    | RebalanceCompleted
+    | SessionExpired
+    | MemberReconciled
+    | TargetComputed
 )
 
 

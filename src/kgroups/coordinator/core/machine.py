@@ -100,6 +100,7 @@ class GroupCoordinator:
         new_member_id: Callable[[str], str] | None = None,
         new_topic_id: Callable[[], uuid.UUID] | None = None,
         nodes: Mapping[str, Node] | None = None,
+        work_clock: Callable[[], float] | None = None,
     ) -> None:
         """`node` is this coordinator as clients reach it; `nodes`, per listener name, where
         listeners advertise different addresses."""
@@ -109,6 +110,8 @@ class GroupCoordinator:
             self._core.new_member_id = new_member_id
         if new_topic_id is not None:
             self._core.new_topic_id = new_topic_id
+        if work_clock is not None:
+            self._core.work_clock = work_clock
         self._started = False
 
     @property
