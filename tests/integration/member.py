@@ -275,7 +275,7 @@ async def run_aiokafka(args: argparse.Namespace) -> None:
 
 
 async def run_kgroups(args: argparse.Namespace) -> None:
-    from kgroups.client import GroupMember
+    from kgroups.client import ConsumerProtocolMember, GroupMember
     from kgroups.client.errors import MemberError
     from kgroups.security.client import ClientSecurity
 
@@ -298,33 +298,57 @@ async def run_kgroups(args: argparse.Namespace) -> None:
                 added=tps(added),
             )
 
-    member = GroupMember(
-        args.bootstrap,
-        args.group,
-        args.topics.split(","),
-        assignors=[args.strategy],
-        instance_id=args.instance_id,
-        client_id=args.client_id,
-        session_timeout_ms=args.session_timeout_ms,
-        heartbeat_interval_ms=args.heartbeat_interval_ms,
-        rebalance_timeout_ms=args.max_poll_interval_ms,
-        metadata_max_age_ms=args.metadata_max_age_ms,
-        listener=Listener(),
-        security=ClientSecurity.from_env(),
-    )
+    if args.group_protocol == "consumer":
+        # Kafka 4's protocol: the coordinator assigns; the session is the coordinator's
+        # (the tests run it at 6 s: --consumer-session-timeout-ms).
+        member = ConsumerProtocolMember(  # type: ignore[assignment]
+            args.bootstrap, args.group, args.topics.split(","), instance_id=args.instance_id,
+            client_id=args.client_id, session_timeout_ms=6000, listener=Listener(),
+            rebalance_timeout_ms=args.max_poll_interval_ms, security=ClientSecurity.from_env(),
+        )  # fmt: skip
+    else:
+        member = GroupMember(
+            args.bootstrap,
+            args.group,
+            args.topics.split(","),
+            assignors=[args.strategy],
+            instance_id=args.instance_id,
+            client_id=args.client_id,
+            session_timeout_ms=args.session_timeout_ms,
+            heartbeat_interval_ms=args.heartbeat_interval_ms,
+            rebalance_timeout_ms=args.max_poll_interval_ms,
+            metadata_max_age_ms=args.metadata_max_age_ms,
+            listener=Listener(),
+            security=ClientSecurity.from_env(),
+        )
     await member.start()
 
     async def report_failure() -> None:
         error = await member.wait_failed()
         emit(event="failed", error=repr(error), code=getattr(error.code, "name", None))
 
+    async def report_epochs() -> None:
+        """The consumer protocol moves a member's epoch without always changing what it
+        holds (no callback then): say so, as the Java and Go peers do."""
+        last = None
+        while True:
+            await asyncio.sleep(0.05)
+            now = (member.generation, tps(member.assignment))
+            if now[0] > 0 and now != last:
+                last = now
+                emit(event="generation", generation=now[0], member_id=member.member_id,
+                     partitions=now[1])  # fmt: skip
+
     tasks = {asyncio.create_task(report_failure())}  # a reference keeps it alive
+    if args.group_protocol == "consumer":
+        tasks.add(asyncio.create_task(report_epochs()))
     commands = stdin_commands()
     loop = asyncio.get_running_loop()
     while True:
         command = await loop.run_in_executor(None, commands.get)
         if command == "close":
-            tasks.pop().cancel()
+            for task in tasks:
+                task.cancel()
             await member.close()
             emit(event="closed")
             return

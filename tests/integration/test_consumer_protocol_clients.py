@@ -246,6 +246,37 @@ def test_librdkafka_and_java_consumers_share_a_consumer_protocol_group(
     no_overlap_per_epoch([rd1, java, rd2])
 
 
+def test_kgroups_own_members_speak_the_consumer_protocol_beside_java(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    """kgroups' ConsumerProtocolMember (in-process library) in one group with a Java
+    consumer: they share, commit at the member epoch, and take over after a SIGKILL (the
+    coordinator fences the silent member when its session ends) and a close (epoch -1)."""
+    partitions = topic(coordinator, "own", 6)
+
+    def start(client: str, name: str) -> Member:
+        m = Member(client, coordinator.bootstrap, "own", ["own"], client_id=name,
+                   extra=CONSUMER)  # fmt: skip
+        members.append(m)
+        return m
+
+    k1, java = start("kgroups", "k1"), start("java", "java")
+    first = wait_until(lambda: converged([k1, java], partitions), 60, "kgroups and Java")
+    k2 = start("kgroups", "k2")
+    live = [k1, java, k2]
+    second = wait_until(lambda: converged(live, partitions), 60, "a second kgroups member")
+    assert second > first
+    stays_stable(coordinator, "own", 3, 2.0)
+    commit_is_read_back(k2, coordinator.bootstrap, "own", 13)
+    k1.kill()
+    live.remove(k1)
+    wait_until(lambda: converged(live, partitions), 40, "the others after kgroups' kill")
+    k2.close()
+    live.remove(k2)
+    wait_until(lambda: converged(live, partitions), 30, "Java alone after a close")
+    no_overlap_per_epoch([k1, java, k2])
+
+
 def test_franz_go_consumers_with_the_server_side_balancer(
     coordinator: Coordinator, members: list[Member]
 ) -> None:

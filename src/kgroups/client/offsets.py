@@ -2,7 +2,8 @@
 
 The member decides what an error *means* for it (reset, rejoin, fail); this module only
 builds the requests (OffsetCommit v8 carries the generation and member id that fence the
-commit, and the source's log end where known; OffsetFetch v7) and reads the responses into
+commit, and the source's log end where known; v9, the same for a consumer-protocol member's
+epoch; OffsetFetch v7) and reads the responses into
 per-partition results.
 """
 
@@ -18,7 +19,7 @@ from kgroups.client.link import COORDINATOR_MOVED, CoordinatorUnavailable
 from kgroups.protocol.build import build
 from kgroups.protocol.consumer import partitions_by_topic
 from kgroups.protocol.errors import ErrorCode
-from kgroups.protocol.extensions import OffsetCommitRequestV8
+from kgroups.protocol.extensions import OffsetCommitRequestV8, OffsetCommitRequestV9
 
 Offsets = (
     Mapping[TopicPartition, int | OffsetAndMetadata]
@@ -33,7 +34,10 @@ def commit_request(
     instance_id: str | None,
     offsets: Offsets,
     log_ends: Mapping[TopicPartition, int] | None = None,
+    *,
+    version: int = 8,
 ) -> Any:
+    """v8, or v9 for a member of the consumer protocol (`generation` is its epoch)."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, value in offsets.items():
         om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
@@ -46,7 +50,7 @@ def commit_request(
             }
         )
     return build(
-        OffsetCommitRequestV8,
+        OffsetCommitRequestV9 if version == 9 else OffsetCommitRequestV8,
         {
             "group_id": group_id,
             "generation_id_or_member_epoch": generation,
