@@ -300,6 +300,7 @@ class CoordinatorServer:
         coordinator = GroupCoordinator(
             self.settings.coordinator, node=node, cluster_id=cluster_id,
             new_member_id=self._new_member_id, nodes={ls.name: ls.node() for ls in self.listeners},
+            work_clock=time.perf_counter,
         )  # fmt: skip
         for record in records:
             coordinator.replay(record)
