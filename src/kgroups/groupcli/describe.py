@@ -187,10 +187,14 @@ def members_table(d: Described, *, verbose: bool) -> str:
         *([Column("GROUP-INSTANCE-ID", 17)] if static else []),
         Column("HOST"), Column("CLIENT-ID"), Column("#PARTITIONS"),
     ]  # fmt: skip
+    # Kafka's tool adds UPGRADED (does the member speak the consumer protocol?) for a
+    # consumer-protocol group only.
+    upgraded = verbose and d.group.group_type == "consumer"
     if verbose:
         columns += [
             Column("CURRENT-EPOCH"), Column("CURRENT-ASSIGNMENT", 20),
-            Column("TARGET-EPOCH"), Column("TARGET-ASSIGNMENT", 20), Column("UPGRADED", 8),
+            Column("TARGET-EPOCH"), Column("TARGET-ASSIGNMENT", 20),
+            *([Column("UPGRADED", 8)] if upgraded else []),
         ]  # fmt: skip
     columns += [Column("LEADER", 6)] + ([] if verbose else [Column("ASSIGNMENT")])
     rows = []
@@ -201,9 +205,10 @@ def members_table(d: Described, *, verbose: bool) -> str:
         row += [m.host, m.client_id, len(_owned(m))]
         if verbose:
             target = MISSING if m.target is None else _kafka_partitions(m.target)
-            upgraded = MISSING if m.upgraded is None else str(m.upgraded).lower()
             row += [_or_missing(m.epoch), kafka_assignment(m),
-                    _or_missing(d.group.assignment_epoch), target, upgraded]  # fmt: skip
+                    _or_missing(d.group.assignment_epoch), target]  # fmt: skip
+            if upgraded:
+                row.append(MISSING if m.upgraded is None else str(m.upgraded).lower())
         row.append(is_leader(d, m))
         if not verbose:
             row.append(assignment(m))
