@@ -189,6 +189,66 @@ def test_apps_behind_sidecars_never_work_on_the_same_partition(
     assert not ledger.violations, ledger.violations
 
 
+def test_consumer_protocol_sidecars_hand_partitions_over_only_after_the_apps_let_go(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """`kgroups sidecar --group-protocol consumer`: Kafka 4's protocol (the coordinator
+    assigns) behind the same file and HTTP API: a revocation waits for the app's
+    acknowledgement before the release is reported, so no partition is worked on twice."""
+    asyncio.run(admin.create_topic("127.0.0.1", coordinator.port, "jobs", 12))
+    ledger = Ledger()
+    cars: list[SidecarProcess] = []
+    apps: list[App] = []
+    consumer = ("--group-protocol", "consumer", "--server-assignor", "uniform")
+
+    def launch(name: str) -> App:
+        car = SidecarProcess(coordinator, name, "range", tmp_path, extra=consumer)
+        cars.append(car)
+        app = App(car, ledger)
+        apps.append(app)
+        app.start()
+        return app
+
+    def covered(live: list[App]) -> bool:
+        with ledger.lock:
+            return sorted(p for a in live for p in a.working) == list(range(12))
+
+    try:
+        live = [launch("a"), launch("b")]
+        wait_until(lambda: covered(live), 40, "two apps to cover the topic")
+        live.append(launch("c"))
+        wait_until(lambda: covered(live) and all(len(x.working) == 4 for x in live), 40,
+                   "three apps with 4 partitions each")  # fmt: skip
+        assert not ledger.violations, ledger.violations
+        assert live[0].acks + live[1].acks > 0, "revocations must wait for the app's ack"
+        _, state = http(cars[2].address, "GET", "/assignment")
+        assert state["state"] == "stable" and state["generation"] > 0, state
+        mine = state["assignment"]["jobs"][0]
+        status, body = http(
+            cars[2].address, "POST", "/commit", {"offsets": {"jobs": {str(mine): 5}}}
+        )
+        assert status == 200 and body["committed"] == 1, body
+        theirs = next(p for p in range(12) if p not in state["assignment"]["jobs"])
+        status, body = http(
+            cars[2].address, "POST", "/commit", {"offsets": {"jobs": {str(theirs): 5}}}
+        )
+        assert status == 409, body
+        assert cars[0].stop() == 0
+        apps[0].stop_flag.set()
+        apps[0].join(10)
+        live.remove(apps[0])
+        wait_until(lambda: covered(live), 40, "the remaining apps to cover the topic")
+        assert not ledger.violations, ledger.violations
+    finally:
+        for car in cars:
+            car.stop()
+        for app in apps:
+            app.stop_flag.set()
+        for app in apps:
+            app.join(10)
+    assert not ledger.violations, ledger.violations
+
+
 EXAMPLE = ROOT / "examples" / "k8s" / "members.yaml"
 
 

@@ -105,9 +105,24 @@ def sidecar(
         ),
     ] = None,
     log_level: Annotated[str, typer.Option()] = "INFO",
+    group_protocol: Annotated[
+        str,
+        typer.Option(
+            help="classic, or consumer: Kafka 4's protocol (KIP-848), where the coordinator "
+            "assigns (--strategy, --heartbeat-interval-ms and --metadata-max-age-ms then do "
+            "not apply; --session-timeout-ms is the coordinator's "
+            "group.consumer.session.timeout.ms, which the member must not outlive silent)."
+        ),
+    ] = "classic",
+    server_assignor: Annotated[
+        str | None,
+        typer.Option(
+            help="With --group-protocol consumer: uniform or range (group.remote.assignor)."
+        ),
+    ] = None,
 ) -> None:
     """Run a group member for an application in another process (file and HTTP API)."""
-    from kgroups.client import GroupMember
+    from kgroups.client import ConsumerProtocolMember, GroupMember
     from kgroups.client.sidecar import Sidecar
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s",
@@ -119,7 +134,16 @@ def sidecar(
         revoke_timeout_ms = 1000
     security = client_security()
 
-    def make_member(listener: Sidecar) -> GroupMember:
+    if group_protocol not in ("classic", "consumer"):
+        raise typer.BadParameter("--group-protocol must be classic or consumer")
+
+    def make_member(listener: Sidecar) -> GroupMember | ConsumerProtocolMember:
+        if group_protocol == "consumer":
+            return ConsumerProtocolMember(
+                bootstrap, group, [t for t in topics.split(",") if t], instance_id=instance_id,
+                server_assignor=server_assignor, session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms, listener=listener, security=security,
+            )  # fmt: skip
         return GroupMember(
             bootstrap, group, [t for t in topics.split(",") if t],
             assignors=[s for s in strategy.split(",") if s], instance_id=instance_id, rack=rack,

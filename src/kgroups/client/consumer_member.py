@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kio.schema.consumer_group_heartbeat.v1 import request as hb
@@ -119,6 +119,8 @@ class ConsumerProtocolMember:
         self.generation = 0
         """The member epoch (0: joining)."""
         self._owned: set[TopicPartition] = set()
+        self._revoking: frozenset[TopicPartition] = frozenset()
+        self._state = "joining"
         self._reported: frozenset[TopicPartition] | None = None
         """What the coordinator was last told the member owns (None: nothing yet)."""
         self._interval = 0.5
@@ -145,7 +147,18 @@ class ConsumerProtocolMember:
 
     @property
     def assignment(self) -> Partitions:
+        """What the member may work on: what it owns, less what it is giving up."""
         return frozenset(self._owned)
+
+    @property
+    def revoking(self) -> Partitions:
+        """What its revocation callback is giving up now."""
+        return self._revoking
+
+    @property
+    def state(self) -> str:
+        """joining, stable (an answer confirmed its epoch), failed or closed."""
+        return self._state
 
     @property
     def error(self) -> MemberError | None:
@@ -175,12 +188,19 @@ class ConsumerProtocolMember:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def commit(self, offsets: Offsets, *, generation: int | None = None) -> None:
+    async def commit(
+        self,
+        offsets: Offsets,
+        *,
+        generation: int | None = None,
+        log_ends: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """Commit `offsets` at the member's epoch (or the older `generation` the work was
-        planned in); CommitFailedError when the coordinator refuses it."""
+        planned in), with where the source ends where known (`log_ends`);
+        CommitFailedError when the coordinator refuses it."""
         epoch = self.generation if generation is None else generation
         body = commit_request(self.group_id, epoch, self.member_id, self.instance_id, offsets,
-                              version=9)  # fmt: skip
+                              log_ends, version=9)  # fmt: skip
         try:
             response = await self._link.request(body, ocr.OffsetCommitResponse)
         except CoordinatorUnavailable as exc:
@@ -193,7 +213,9 @@ class ConsumerProtocolMember:
         codes = set(errors.values())
         if codes & fenced:
             code = next(iter(codes & fenced))
-            raise CommitFailedError(f"{self.group_id}: commit at epoch {epoch}: {code.name}", code)
+            raise CommitFailedError(
+                f"{self.group_id}: commit at generation (member epoch) {epoch}: {code.name}", code
+            )
         raise CommitError(f"{self.group_id}: commit failed: {errors}", errors)
 
     async def committed(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, Any]:
@@ -208,6 +230,7 @@ class ConsumerProtocolMember:
         if self._closing:
             return
         self._closing = True
+        self._state = "closed"
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -284,6 +307,7 @@ class ConsumerProtocolMember:
                 self._reported = owned
                 self.generation = int(response.member_epoch)
                 self._interval = _seconds(response.heartbeat_interval)
+                self._state = "stable"
                 self._joined.set()
                 if response.assignment is not None:
                     await self._reconcile(response.assignment.topic_partitions)
@@ -321,7 +345,11 @@ class ConsumerProtocolMember:
         revoked = frozenset(self._owned - target)
         if revoked:
             self._owned -= revoked
-            await self._invoke("on_partitions_revoked", revoked)
+            self._revoking = revoked
+            try:
+                await self._invoke("on_partitions_revoked", revoked)
+            finally:
+                self._revoking = frozenset()
         added = frozenset(target - self._owned)
         if added:
             self._owned |= added
@@ -358,6 +386,7 @@ class ConsumerProtocolMember:
             self.generation = 0
             self._reported = None
             self._incarnation += 1
+            self._state = "joining"
             task = asyncio.ensure_future(self._call_quietly("on_partitions_lost", lost))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -374,6 +403,7 @@ class ConsumerProtocolMember:
         self.generation = 0
         self._reported = None
         self._incarnation += 1
+        self._state = "joining"
         self._cancel_deadline()
         if lost:
             log.info("%s: partitions lost (%s): %s", self.group_id, reason, sorted(lost))
@@ -381,6 +411,7 @@ class ConsumerProtocolMember:
 
     async def _fail(self, error: MemberError) -> None:
         self._error = error
+        self._state = "failed"
         lost = frozenset(self._owned)
         self._owned.clear()
         self._cancel_deadline()

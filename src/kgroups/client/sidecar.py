@@ -57,6 +57,7 @@ from typing import Any, NamedTuple
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from kgroups.client.consumer_member import ConsumerProtocolMember
 from kgroups.client.errors import (
     CommitError,
     CommitFailedError,
@@ -111,7 +112,7 @@ class Sidecar:
             {"/metrics": metrics_route(self.registry), "/healthz": probe_route(self._unhealthy)}
         )
         self.metrics = metrics
-        self.member: GroupMember = member_factory(self)
+        self.member: GroupMember | ConsumerProtocolMember = member_factory(self)
         self.assignment_file = assignment_file
         self.http = http
         self.revoke_timeout = revoke_timeout
