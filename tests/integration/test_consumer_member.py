@@ -115,7 +115,10 @@ def test_a_member_cut_off_gives_its_partitions_up_within_its_session(
         stopped = time.monotonic()
         await until(lambda: any(e[0] == "lost" for e in notes.events), 10, "the partitions lost")
         lost = next(e for e in notes.events if e[0] == "lost")
-        assert lost[2] == ALL and lost[1] - stopped < 3.0
+        # Within the coordinator's session (6 s here): before it could fence the member and
+        # hand its partitions on (the member's own deadline is 80% of its 3 s, from its
+        # last heartbeat's sending).
+        assert lost[2] == ALL and lost[1] - stopped < 6.0
         assert m.assignment == frozenset()
         with_signal(coord, signal.SIGCONT)
         await until(lambda: m.assignment == ALL, 30, "the member back with everything")
