@@ -22,10 +22,13 @@ the main thread, and no such client outlives its test.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import gc
 import inspect
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -40,8 +43,16 @@ less CPU than the JVM's defaults (12-13 against 20-22 CPU-seconds for a short lo
 measured here), on a machine the whole tier set keeps busy. Users' jobs keep the defaults.
 With C1 alone the JVM reserves a small code cache, which Delta Lake's writes filled (the
 JVM then stops compiling): hence the explicit size."""
+JVM_TMP = Path(tempfile.mkdtemp(prefix="kgroups-test-jvm-"))
+"""java.io.tmpdir of the Spark JVMs the tests start on this machine: the native libraries
+they unpack (snappy, lz4) and Spark's artifact directories go there, a JVM a test kills
+leaves them behind, and /tmp filled up run after run. The directory goes when the process
+that made it exits (its pyspark subprocesses are stopped by then)."""
+atexit.register(shutil.rmtree, JVM_TMP, True)
+LOCAL_SPARK_JVM = f"{SPARK_TEST_JVM} -Djava.io.tmpdir={JVM_TMP}"
+"""SPARK_TEST_JVM for a JVM on this machine (not in a pod: the path is this machine's)."""
 os.environ.setdefault(
-    "PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{SPARK_TEST_JVM}' pyspark-shell"
+    "PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{LOCAL_SPARK_JVM}' pyspark-shell"
 )
 
 ALONE = (

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from kgroups import admin
 from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.spark.filelog import FileLog
-from tests.conftest import SPARK_TEST_JVM
+from tests.conftest import LOCAL_SPARK_JVM
 from tests.integration.harness import PYTHON, ROOT, wait_until
 
 SESSION_MS = 6000
@@ -53,7 +53,7 @@ class SparkApp:
         # spark-submit as from an activated virtualenv (it finds Spark through `python3`
         # on PATH); the driver's Python logs to the launcher's stdout.
         launcher = [str(Path(PYTHON).parent / "spark-submit"), "--master", "local[2]",
-                    "--driver-java-options", SPARK_TEST_JVM]  # fmt: skip
+                    "--driver-java-options", LOCAL_SPARK_JVM]  # fmt: skip
         if submit:
             environ["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{environ.get('PATH', '')}"
         log = self.log_path.open("wb")

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from kgroups.coordinator.core.shards import shard_of
-from tests.conftest import SPARK_TEST_JVM
+from tests.conftest import LOCAL_SPARK_JVM
 from tests.integration.harness import Coordinator, wait_until
 from tests.integration.spark_apps import (
     SESSION_MS,
@@ -235,7 +235,7 @@ def test_a_batch_larger_than_the_drivers_memory_goes_through_the_executors(
     assert size > 600 * 10**6
     table = tmp_path / "table"
     env = {"PYSPARK_SUBMIT_ARGS": f"--driver-memory 512m --conf spark.driver.maxResultSize=1m "
-                                  f"--driver-java-options '{SPARK_TEST_JVM}' pyspark-shell"}  # fmt: skip
+                                  f"--driver-java-options '{LOCAL_SPARK_JVM}' pyspark-shell"}  # fmt: skip
     args = ["--bootstrap", coordinator.bootstrap, "--group", "big", "--topic", "big",
             "--source", records.source, "--table", str(table), "--max-records", "1000000"]  # fmt: skip
     big = SparkApp("big", SCRIPT, args, tmp_path, env=env)
