@@ -363,3 +363,24 @@ def test_a_mixed_group_comes_back_the_same_after_a_restart(ctx: Consumers) -> No
     ctx.assert_timer(session_key("g", a.member_id), ctx.now_ms + CLASSIC_SESSION_MS)
     assert a.heartbeat() in (ErrorCode.none, ErrorCode.rebalance_in_progress)
     assert ctx.hb("C", c.member_epoch, owned={}).error is ErrorCode.none
+
+
+def test_a_consumer_protocol_member_takes_a_classic_static_members_place_at_once(
+    ctx: Consumers,
+) -> None:
+    """A static application rolled to the consumer protocol: its new process joins under
+    the instance id its classic process had, which never left (static members send no
+    LeaveGroup); Kafka lets it in at once, with the old member's partitions."""
+    a, b = classic_group(ctx)
+    group_record = ctx.group("g")
+    member = group_record.members[a.member_id]
+    group_record.static_members["i-a"] = a.member_id
+    member.group_instance_id = "i-a"
+    c = ctx.join_consumer("C", instance_id="i-a")
+    assert c.error is ErrorCode.none, c
+    group = ctx.core.consumer_groups["g"]
+    assert a.member_id not in group.members and group.static_members["i-a"] == "C"
+    assert assigned(c) == {t: set(ps) for t, ps in a.owned.items()}
+    # A consumer-protocol static member that has not left still blocks its instance id.
+    again = ctx.join_consumer("D", instance_id="i-a")
+    assert again.error is ErrorCode.unreleased_instance_id

@@ -510,7 +510,9 @@ def _static_member(
     if req.member_epoch == 0:
         if existing is None:
             return group.members.get(member_id) or ConsumerMember(member_id), None
-        if existing.epoch != STATIC_LEAVE_EPOCH:
+        if existing.epoch != STATIC_LEAVE_EPOCH and existing.classic is None:
+            # (A classic member's instance id is taken over at once, as in Kafka: an
+            # application rolling to this protocol restarts its static members.)
             raise GroupError(
                 ErrorCode.unreleased_instance_id,
                 f"Static member {existing.member_id} with instance id "
