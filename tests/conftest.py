@@ -79,6 +79,24 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+LONG = (
+    "tests/integration/test_spark_tables.py",
+    "tests/integration/test_benchmarks_run.py",
+    "tests/integration/test_spark_pipeline.py",
+    "tests/integration/test_sidecar.py",
+    "tests/integration/test_consumer_migration_clients.py",
+    "tests/integration/test_consumer_protocol_clients.py",
+    "tests/integration/test_replicas.py",
+    "tests/integration/test_postgres_coordinator.py",
+    "tests/integration/test_member_library.py",
+)
+"""Modules of long tests (tens of seconds to minutes each: Spark applications, JVMs,
+replicas), the longest first. xdist hands out the groups first (largest first), then single tests in
+collection order: these go to the front of the singles, so that a four-minute Spark test
+does not start in the run's last minutes and hold it open alone (it did: make test's
+tail was one Spark test)."""
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names items by them)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
@@ -88,6 +106,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = _worker_group(item, path)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_start_rank)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """LONG's modules first, in LONG's order (longest first), then other slow tests."""
+    for rank, module in enumerate(LONG):
+        if item.nodeid.startswith(module):
+            return rank
+    return len(LONG) if item.get_closest_marker("slow") else len(LONG) + 1
 
 
 E2E_FIRST_HALF = ("test_demo.py", "test_chart.py", "test_serviceaccount_tokens.py")
