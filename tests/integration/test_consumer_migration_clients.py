@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from typer.testing import CliRunner
+
 from kgroups.admin.single import Admin
+from kgroups.cli import app as cli
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, Member, commit_is_read_back, wait_until
 from tests.integration.test_consumer_protocol_clients import (
@@ -69,6 +72,12 @@ def test_a_java_application_rolls_to_the_consumer_protocol_and_back(
             rows = table(cg(coordinator, "--describe", "--group", "roll", "--members",
                             "--verbose"))  # fmt: skip
             assert sorted(r["UPGRADED"] for r in rows) == ["false", "false", "true"], rows
+            ours = CliRunner().invoke(cli, ["group", "describe", "--group", "roll", "--members",
+                                            "--verbose", "--bootstrap-server",
+                                            coordinator.bootstrap])  # fmt: skip
+            assert ours.exit_code == 0, ours.output
+            upgraded = {r["CONSUMER-ID"]: r["UPGRADED"] for r in table(ours.output)}
+            assert upgraded == {r["CONSUMER-ID"]: r["UPGRADED"] for r in rows}
     commit_is_read_back(live[0], coordinator.bootstrap, "roll", 5)
 
     # Roll back: the last consumer-protocol member leaving makes the group classic again.

@@ -187,9 +187,10 @@ def members_table(d: Described, *, verbose: bool) -> str:
         *([Column("GROUP-INSTANCE-ID", 17)] if static else []),
         Column("HOST"), Column("CLIENT-ID"), Column("#PARTITIONS"),
     ]  # fmt: skip
-    # Kafka's tool adds UPGRADED (does the member speak the consumer protocol?) for a
-    # consumer-protocol group only.
-    upgraded = verbose and d.group.group_type == "consumer"
+    # Kafka's tool adds UPGRADED (does the member speak the consumer protocol?) for a group
+    # with members of both protocols only (a group rolling between them).
+    kinds = {m.upgraded for m in members}
+    upgraded = verbose and {True, False} <= kinds
     if verbose:
         columns += [
             Column("CURRENT-EPOCH"), Column("CURRENT-ASSIGNMENT", 20),
