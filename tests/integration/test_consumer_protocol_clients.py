@@ -70,6 +70,7 @@ def converged(members: Iterable[Member], partitions: set[tuple[str, int]]) -> in
 
 def no_overlap_per_epoch(members: Iterable[Member]) -> None:
     """Across everything ever reported: no partition held by two members at one epoch."""
+    members = list(members)
     owners: dict[tuple[int, tuple[str, int]], str] = {}
     for m in members:
         for event in m.events:
@@ -78,7 +79,12 @@ def no_overlap_per_epoch(members: Iterable[Member]) -> None:
             for p in event["partitions"]:
                 key = (event["generation"], (p[0], p[1]))
                 other = owners.setdefault(key, m.name)
-                assert other == m.name, f"{p} held by {other} and {m.name} at epoch {key[0]}"
+                if other != m.name:
+                    story = {x.name: [e for e in x.events if e["event"] != "committed"]
+                             for x in members if x.name in (other, m.name)}  # fmt: skip
+                    raise AssertionError(
+                        f"{p} held by {other} and {m.name} at epoch {key[0]}: {story}"
+                    )
 
 
 def describe(coordinator: Coordinator, group: str) -> Any:
