@@ -79,22 +79,15 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-LONG = (
+SPARK = (
     "tests/integration/test_spark_tables.py",
-    "tests/integration/test_benchmarks_run.py",
     "tests/integration/test_spark_pipeline.py",
-    "tests/integration/test_sidecar.py",
-    "tests/integration/test_consumer_migration_clients.py",
-    "tests/integration/test_consumer_protocol_clients.py",
-    "tests/integration/test_replicas.py",
-    "tests/integration/test_postgres_coordinator.py",
-    "tests/integration/test_member_library.py",
+    "tests/integration/test_benchmarks_run.py::test_spark_delta",
 )
-"""Modules of long tests (tens of seconds to minutes each: Spark applications, JVMs,
-replicas), the longest first. xdist hands out the groups first (largest first), then single tests in
-collection order: these go to the front of the singles, so that a four-minute Spark test
-does not start in the run's last minutes and hold it open alone (it did: make test's
-tail was one Spark test)."""
+"""Tests that run several Spark applications each: one worker runs them one after the
+other. On two cores, side by side, each took twice as long or more (three at once: 385,
+288 and 268 s against 217, 100 and 93 s) and one timed out; started together first, they
+made the whole run two minutes longer."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names items by them)
@@ -106,15 +99,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = _worker_group(item, path)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=_start_rank)
-
-
-def _start_rank(item: pytest.Item) -> int:
-    """LONG's modules first, in LONG's order (longest first), then other slow tests."""
-    for rank, module in enumerate(LONG):
-        if item.nodeid.startswith(module):
-            return rank
-    return len(LONG) if item.get_closest_marker("slow") else len(LONG) + 1
 
 
 E2E_FIRST_HALF = ("test_demo.py", "test_chart.py", "test_serviceaccount_tokens.py")
@@ -125,6 +109,8 @@ plane (etcd, kube-apiserver, controller manager), which keeps using CPU while it
 def _worker_group(item: pytest.Item, path: str) -> str | None:
     if path.startswith("tests/cluster/"):
         return "cluster"
+    if item.nodeid.startswith(SPARK):
+        return "spark"
     if path.startswith("tests/e2e/"):
         return "e2e-1" if path.endswith(E2E_FIRST_HALF) else "e2e-2"
     info = getattr(item, "_fixtureinfo", None)
