@@ -87,7 +87,8 @@ class Conn(asyncio.Protocol):
             cls, fut = self.waiters.pop(0)
             # the correlation id, then a flexible response header's (empty) tagged fields
             body, _ = reader_for(cls)(memoryview(frame), 5 if cls.__flexible__ else 4)
-            fut.set_result(body)
+            if not fut.done():  # its caller may have given up waiting (a timeout)
+                fut.set_result(body)
 
     def frame(self, body: Any) -> bytes:
         self.next_id += 1
