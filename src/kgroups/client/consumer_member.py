@@ -381,16 +381,22 @@ class ConsumerProtocolMember:
         if self._owned:
             log.warning("%s: no proof of membership for a session timeout: partitions lost",
                         self.group_id)  # fmt: skip
-            lost = frozenset(self._owned)
-            self._owned.clear()
-            self.generation = 0
-            self._reported = None
-            self._incarnation += 1
-            self._state = "joining"
+            lost = self._give_up()
             task = asyncio.ensure_future(self._call_quietly("on_partitions_lost", lost))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
             self._wake.set()
+
+    def _give_up(self) -> Partitions:
+        """Hold nothing and join again at epoch 0 (answers in flight are ignored); what
+        it held."""
+        lost = frozenset(self._owned)
+        self._owned.clear()
+        self.generation = 0
+        self._reported = None
+        self._incarnation += 1
+        self._state = "joining"
+        return lost
 
     def _cancel_deadline(self) -> None:
         if self._deadline is not None:
@@ -398,12 +404,7 @@ class ConsumerProtocolMember:
             self._deadline = None
 
     async def _lose(self, reason: str) -> None:
-        lost = frozenset(self._owned)
-        self._owned.clear()
-        self.generation = 0
-        self._reported = None
-        self._incarnation += 1
-        self._state = "joining"
+        lost = self._give_up()
         self._cancel_deadline()
         if lost:
             log.info("%s: partitions lost (%s): %s", self.group_id, reason, sorted(lost))
