@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,7 @@ def kgroups_replicas(count: int) -> Iterator[list[tuple[str, int]]]:
     finally:
         replicas.close()
         pg.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_target(name: str, addresses: list[tuple[str, int]], args: argparse.Namespace,

@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -416,6 +417,7 @@ async def run(trials: int, ttl: float, history: int) -> None:
     finally:
         replicas.close()
         pg.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     kafka_rows = None
     if not os.environ.get("KGROUPS_BENCH_NO_KAFKA"):
         import kafkapeer

@@ -78,17 +78,19 @@ class KubeApi:
         context = contexts[context_name]
         cluster = {c["name"]: c["cluster"] for c in config["clusters"]}[context["cluster"]]
         user = {u["name"]: u["user"] for u in config["users"]}[context["user"]]
-        keep = Path(tempfile.mkdtemp(prefix="kgroups-kubeconfig-"))
-        ca = cluster.get("certificate-authority")
-        if "certificate-authority-data" in cluster:
-            ca = _data_file(keep, "ca.crt", cluster["certificate-authority-data"])
-        ctx = ssl.create_default_context(cafile=ca)
-        cert, key = user.get("client-certificate"), user.get("client-key")
-        if "client-certificate-data" in user:
-            cert = _data_file(keep, "client.crt", user["client-certificate-data"])
-            key = _data_file(keep, "client.key", user["client-key-data"])
-        if cert is not None:
-            ctx.load_cert_chain(cert, key)
+        # Inline certificates go to files only while ssl reads them (it reads them at once).
+        with tempfile.TemporaryDirectory(prefix="kgroups-kubeconfig-") as tmp:
+            keep = Path(tmp)
+            ca = cluster.get("certificate-authority")
+            if "certificate-authority-data" in cluster:
+                ca = _data_file(keep, "ca.crt", cluster["certificate-authority-data"])
+            ctx = ssl.create_default_context(cafile=ca)
+            cert, key = user.get("client-certificate"), user.get("client-key")
+            if "client-certificate-data" in user:
+                cert = _data_file(keep, "client.crt", user["client-certificate-data"])
+                key = _data_file(keep, "client.key", user["client-key-data"])
+            if cert is not None:
+                ctx.load_cert_chain(cert, key)
         token_file = Path(user["tokenFile"]) if user.get("tokenFile") else None
         return cls(cluster["server"].rstrip("/"), ctx, user.get("token"), token_file)
 
