@@ -463,8 +463,11 @@ def run_confluent(args: argparse.Namespace) -> None:
             consumer.unassign()
         emit(event=event, partitions=tps(partitions))
 
+    # librdkafka takes a name starting with "^" as a regular expression (matched whole by
+    # the coordinator under the consumer protocol).
+    topics = [f"^{args.pattern}"] if args.pattern else args.topics.split(",")
     consumer.subscribe(
-        args.topics.split(","),
+        topics,
         on_assign=on_assign,
         on_revoke=lambda _, partitions: give_up("revoked", partitions),
         on_lost=lambda _, partitions: give_up("lost", partitions),
@@ -528,6 +531,7 @@ def main() -> None:
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--max-poll-interval-ms", type=int, default=30000)
     parser.add_argument("--metadata-max-age-ms", type=int, default=300000)
+    parser.add_argument("--pattern", help="confluent only: subscribe to the topics it matches")
     parser.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic",
                         help="confluent only: Kafka 4's consumer protocol (KIP-848)")  # fmt: skip
     args = parser.parse_args()

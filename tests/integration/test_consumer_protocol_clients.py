@@ -1,7 +1,7 @@
 """Kafka 4's consumer protocol (KIP-848, `group.protocol=consumer`) with real clients.
 
-Java 4.4 KafkaConsumers (tools/kafka/JavaMember.java) and librdkafka (confluent-kafka
-2.16) consumers send ConsumerGroupHeartbeat, receive
+Java 4.4 KafkaConsumers (tools/kafka/JavaMember.java), librdkafka (confluent-kafka 2.16)
+and franz-go (v1.22, kgo.ServerSideBalancer) consumers send ConsumerGroupHeartbeat, receive
 their partitions by topic id and reconcile one heartbeat at a time; the coordinator
 computes the target assignment. These tests take a group through what a deployment
 does: scale up, commit, scale down, a SIGKILLed member, a static member restarted, a
@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
 from kio.schema.consumer_group_describe.v1 import request as cgd_req
 from kio.schema.consumer_group_describe.v1 import response as cgd_resp
 from typer.testing import CliRunner
@@ -98,6 +99,12 @@ def describe(coordinator: Coordinator, group: str) -> Any:
     return asyncio.run(ask())
 
 
+async def set_session(coordinator: Coordinator, group: str, ms: int) -> None:
+    """The group's consumer-protocol session (Kafka's group config), before it exists."""
+    async with Admin("127.0.0.1", coordinator.port) as client:
+        await client.alter_group_configs(group, {"consumer.session.timeout.ms": ms})
+
+
 def stays_stable(coordinator: Coordinator, group: str, members: int, seconds: float) -> None:
     """The group is Stable with `members` members, every one at the assignment epoch, at
     every look during `seconds`."""
@@ -167,21 +174,18 @@ def test_java_consumers_scale_commit_fail_and_restart_under_the_consumer_protoco
     no_overlap_per_epoch([a, b, c])
 
 
-def test_a_static_java_consumer_restarted_gets_its_partitions_back_without_a_rebalance(
-    coordinator: Coordinator, members: list[Member]
+@pytest.mark.parametrize("client", ["java", "confluent"])
+def test_a_static_consumer_restarted_gets_its_partitions_back_without_a_rebalance(
+    coordinator: Coordinator, members: list[Member], client: str
 ) -> None:
     partitions = topic(coordinator, "events", 4)
 
-    async def long_sessions() -> None:
-        # The replacement is a new JVM: on a loaded machine it may start after a 6-s
-        # session has fenced the member it replaces (static members run long sessions).
-        async with Admin("127.0.0.1", coordinator.port) as client:
-            await client.alter_group_configs("static", {"consumer.session.timeout.ms": 30_000})
-
-    asyncio.run(long_sessions())
+    # The replacement is a new process: on a loaded machine it may start after a 6-s
+    # session has fenced the member it replaces (static members run long sessions).
+    asyncio.run(set_session(coordinator, "static", 30_000))
 
     def start(name: str, instance: str) -> Member:
-        m = Member("java", coordinator.bootstrap, "static", ["events"], client_id=name,
+        m = Member(client, coordinator.bootstrap, "static", ["events"], client_id=name,
                    instance_id=instance, extra=CONSUMER)  # fmt: skip
         members.append(m)
         return m
@@ -204,12 +208,51 @@ def test_a_static_java_consumer_restarted_gets_its_partitions_back_without_a_reb
     no_overlap_per_epoch([one, two, again])
 
 
-def test_a_pattern_subscription_follows_the_topics_that_match_it_whole(
+def test_a_static_franz_go_consumer_restarted_waits_for_its_old_session_as_on_kafka(
     coordinator: Coordinator, members: list[Member]
+) -> None:
+    """franz-go v1.22 leaves a static member's place with epoch -2 but no instance id,
+    which Kafka 4.4 refuses (INVALID_REQUEST; checked against a real 4.4 broker): its
+    restart is told UNRELEASED_INSTANCE_ID until the old member's session ends, then joins
+    as a new member and gets a share by a rebalance. kgroups answers the same."""
+    partitions = topic(coordinator, "events", 4)
+    asyncio.run(set_session(coordinator, "static", 8_000))
+
+    def start(name: str, instance: str) -> Member:
+        m = Member("franz-go", coordinator.bootstrap, "static", ["events"], client_id=name,
+                   instance_id=instance, extra=CONSUMER)  # fmt: skip
+        members.append(m)
+        return m
+
+    one, two = start("one", "i-1"), start("two", "i-2")
+    epoch = wait_until(lambda: converged([one, two], partitions), 60, "two static consumers")
+    two.close()
+    closed = time.monotonic()
+    again = start("two", "i-2")
+    wait_until(lambda: any("UNRELEASED_INSTANCE_ID" in line for line in again.stderr), 20,
+               "the restarted member refused while the old one holds its instance id")  # fmt: skip
+    later = wait_until(lambda: converged([one, again], partitions), 60, "both after the session")
+    assert later > epoch
+    assert time.monotonic() - closed > 6.0  # not before the old member's 8-s session ended
+    no_overlap_per_epoch([one, two, again])
+
+
+# What each client sends for `metrics-.*`: librdkafka keeps its "^" (its mark of a regex),
+# franz-go wraps it to match anywhere, as kgo does itself (the harness anchors it first).
+SENT_REGEX = {
+    "java": "metrics-.*",
+    "confluent": "(^metrics-.*)",
+    "franz-go": ".*(?:(?:^(?:metrics-.*)$)).*",
+}
+
+
+@pytest.mark.parametrize("client", ["java", "confluent", "franz-go"])
+def test_a_pattern_subscription_follows_the_topics_that_match_it_whole(
+    coordinator: Coordinator, members: list[Member], client: str
 ) -> None:
     wanted = topic(coordinator, "metrics-a", 2) | topic(coordinator, "metrics-b", 1)
     topic(coordinator, "old-metrics-a", 2)  # matches `metrics-.*` only in part
-    m = Member("java", coordinator.bootstrap, "pattern", ["unused"], client_id="p",
+    m = Member(client, coordinator.bootstrap, "pattern", ["unused"], client_id="p",
                extra=(*CONSUMER, "--pattern", "metrics-.*"))  # fmt: skip
     members.append(m)
     try:
@@ -219,7 +262,7 @@ def test_a_pattern_subscription_follows_the_topics_that_match_it_whole(
     wanted |= topic(coordinator, "metrics-c", 3)
     wait_until(lambda: converged([m], wanted), 30, "a topic created after the join")
     described = describe(coordinator, "pattern").members[0]
-    assert described.subscribed_topic_regex == "metrics-.*"
+    assert described.subscribed_topic_regex == SENT_REGEX[client]
 
 
 def test_librdkafka_and_java_consumers_share_a_consumer_protocol_group(

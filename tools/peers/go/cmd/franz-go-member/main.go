@@ -11,7 +11,8 @@
 // kgo.ServerSideBalancer: sticky and cooperative-sticky ask for the server's "uniform"
 // assignor, range for "range"); the coordinator then sets the timeouts, and since a
 // member's epoch moves without a callback when nothing of its own changes, a
-// "generation" event reports each new epoch while it holds partitions.
+// "generation" event reports each new epoch while it holds partitions. --pattern
+// subscribes to the topics a regular expression matches (kgo.ConsumeRegex).
 package main
 
 import (
@@ -137,6 +138,11 @@ func main() {
 	}
 	if args.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(args.InstanceID))
+	}
+	if args.Pattern != "" {
+		// kgo matches a regex anywhere in a name; anchored, it means the whole name, as
+		// the consumer protocol's coordinator matches it (franz-go sends it as ".*(?:re).*").
+		opts = append(opts, kgo.ConsumeTopics("^(?:"+args.Pattern+")$"), kgo.ConsumeRegex())
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -36,6 +36,8 @@ type Args struct {
 	// GroupProtocol is "classic" or "consumer" (Kafka 4's KIP-848: the coordinator
 	// assigns; franz-go's ServerSideBalancer).
 	GroupProtocol string
+	// Pattern subscribes to every topic whose whole name matches it (instead of Topics).
+	Pattern string
 }
 
 // Strategies are the assignor names member.py accepts.
@@ -56,6 +58,7 @@ func ParseArgs(program string) Args {
 	maxPoll := fs.Int("max-poll-interval-ms", 30000, "rebalance timeout")
 	metadataAge := fs.Int("metadata-max-age-ms", 300000, "metadata refresh interval")
 	protocol := fs.String("group-protocol", "classic", "classic|consumer")
+	pattern := fs.String("pattern", "", "subscribe to the topics this regular expression matches")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -88,6 +91,7 @@ func ParseArgs(program string) Args {
 		MaxPoll:        ms(*maxPoll),
 		MetadataMaxAge: ms(*metadataAge),
 		GroupProtocol:  *protocol,
+		Pattern:        *pattern,
 	}
 }
 
