@@ -311,6 +311,10 @@ def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance(ctx: C
     # Another process with the same instance id while A has not left: refused.
     twin = ctx.join_consumer("A2", instance_id="a")
     assert twin.error is ErrorCode.unreleased_instance_id
+    assert twin.error_message == (
+        "Static member A2 with instance id a cannot join the group because the instance id "
+        "is owned by A member."
+    )
     gone = ctx.hb("A", -2, instance_id="a")
     assert (gone.error, gone.member_epoch) == (ErrorCode.none, -2)
     # While it is away nobody gets its partitions.

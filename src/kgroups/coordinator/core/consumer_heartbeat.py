@@ -515,8 +515,8 @@ def _static_member(
             # application rolling to this protocol restarts its static members.)
             raise GroupError(
                 ErrorCode.unreleased_instance_id,
-                f"Static member {existing.member_id} with instance id "
-                f"{req.instance_id} is not released yet.",
+                f"Static member {member_id} with instance id {req.instance_id} cannot join "
+                f"the group because the instance id is owned by {existing.member_id} member.",
             )
         # The new member takes the old one's place: its target and its partitions.
         current = MemberAssignment(
