@@ -19,15 +19,18 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kgroups import admin
+from kgroups.admin.single import Admin
 from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.spark.filelog import FileLog
 from tests.conftest import LOCAL_SPARK_JVM
 from tests.integration.harness import PYTHON, ROOT, wait_until
+
+T = TypeVar("T")
 
 SESSION_MS = 6000
 
@@ -244,24 +247,30 @@ class Bootstrap(Protocol):
     """`host:port[,host:port...]`: a coordinator, or the live replicas of a cluster."""
 
 
-def committed(target: Bootstrap, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets of `topic`, from whichever coordinator (replica)
-    owns it: asked again while the one named is gone (a replica killed, its shards not
-    yet claimed by the others)."""
+def ask_owner(target: Bootstrap, group: str, what: Callable[[Admin, str], Awaitable[T]]) -> T:
+    """`what(owner, group)` on whichever coordinator (replica) owns the group: asked
+    again while the one named is gone (a replica killed, its shards not yet claimed by
+    the others)."""
 
-    async def ask() -> dict[tuple[str, int], int]:
+    async def ask() -> T:
         host, port = target.bootstrap.split(",", maxsplit=1)[0].split(":")
         async with admin.Cluster(host, int(port)) as cluster:
             _, owner = await cluster.group_admin(group)
-            return await owner.committed_offsets(group)
+            return await what(owner, group)
 
-    def attempt() -> tuple[dict[tuple[str, int], int]] | None:
+    def attempt() -> tuple[T] | None:
         try:
             return (asyncio.run(ask()),)
         except (CoordinatorUnavailable, admin.AdminError):
             return None
 
-    (offsets,) = wait_until(attempt, 30, f"the committed offsets of {group}", poll=0.2)
+    (answer,) = wait_until(attempt, 30, f"an answer about {group}", poll=0.2)
+    return answer
+
+
+def committed(target: Bootstrap, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets of `topic`."""
+    offsets = ask_owner(target, group, Admin.committed_offsets)
     return {p: o for (t, p), o in offsets.items() if t == topic}
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from kgroups.admin.single import Admin
 from kgroups.coordinator.core.shards import shard_of
 from tests.conftest import LOCAL_SPARK_JVM
 from tests.integration.harness import Coordinator, wait_until
@@ -40,6 +41,7 @@ from tests.integration.spark_apps import (
     Input,
     KafkaInput,
     SparkApp,
+    ask_owner,
     committed,
     reference,
 )  # fmt: skip
@@ -52,11 +54,14 @@ FREEZE_S = SESSION_MS / 1000 * 2
 
 
 def app(coordinator: Bootstrap, name: str, records: Input, table: Path, tmp: Path,
-        *extra: str, submit: bool = False) -> SparkApp:  # fmt: skip
+        *extra: str, submit: bool = False, protocol: str = "classic") -> SparkApp:  # fmt: skip
+    """(`protocol` consumer: Kafka 4's; the coordinators' consumer session is SESSION_MS.)"""
+    assigning = (["--assignor", "cooperative-sticky"] if protocol == "classic"
+                 else ["--group-protocol", "consumer"])  # fmt: skip
     args = ["--bootstrap", coordinator.bootstrap, "--group", "clicks", "--topic", records.topic,
             "--source", records.source, "--table", str(table),
             "--session-timeout-ms", str(SESSION_MS), "--max-records", "2000",
-            "--assignor", "cooperative-sticky", "--partition-check-interval-s", "5", *extra]  # fmt: skip
+            *assigning, "--partition-check-interval-s", "5", *extra]  # fmt: skip
     return SparkApp(name, SCRIPT, args, tmp, submit=submit)
 
 
@@ -165,7 +170,8 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes_on_r
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     """On three coordinator replicas (PostgreSQL), the one that owns the group killed
-    while the applications read: they go on through the new owner."""
+    while the applications read: they go on through the new owner. The applications
+    speak Kafka 4's consumer protocol (the Delta test's, the classic one)."""
     import pyarrow.dataset as ds
 
     from tests.integration.test_replicas import Cluster
@@ -178,13 +184,17 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes_on_r
     feeder = Feeder(records)
     feeder.start()
     parquet = ("--format", "parquet")
-    apps = [app(coordinators, "app0", records, table, tmp_path, *parquet),
-            app(coordinators, "app1", records, table, tmp_path, *parquet),
-            app(coordinators, "submitted", records, table, tmp_path, *parquet, submit=True)]  # fmt: skip
+    kip848 = {"protocol": "consumer"}
+    apps = [app(coordinators, "app0", records, table, tmp_path, *parquet, **kip848),
+            app(coordinators, "app1", records, table, tmp_path, *parquet, **kip848),
+            app(coordinators, "submitted", records, table, tmp_path, *parquet, submit=True,
+                **kip848)]  # fmt: skip
     try:
         wait_until(lambda: all(a.alive() and "reading clicks from {" in a.log() for a in apps),
                    180, "three apps reading", poll=1)  # fmt: skip
         before = committed(coordinators, "clicks", "clicks")
+        group = ask_owner(coordinators, "clicks", Admin.describe_group)
+        assert (group.group_type, len(group.members)) == ("consumer", 3), group
         owner = coordinators.owners()[shard_of("clicks", 50)]
         coordinators.replicas[owner].kill()
         wait_until(lambda: [a.alive() for a in apps] and any(

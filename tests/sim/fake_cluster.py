@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from kgroups.client import GroupMember
+from kgroups.client import ConsumerProtocolMember, GroupMember
 from kgroups.coordinator.core import CoordinatorConfig, GroupCoordinator, Node
 from kgroups.coordinator.core import msg_cluster as mc
 from kgroups.coordinator.core import msg_group as mg
@@ -120,14 +120,23 @@ class FakeCluster:
         return connect
 
 
-def crash(member: GroupMember, wires: list[Wire], tasks: Iterable[asyncio.Task[Any]] = ()) -> None:
+def crash(
+    member: GroupMember | ConsumerProtocolMember,
+    wires: list[Wire],
+    tasks: Iterable[asyncio.Task[Any]] = (),
+) -> None:
     """SIGKILL for a member on the fake loop: its tasks stop at once, its connections
     drop, it says no goodbye (the coordinator finds out by the session timeout)."""
-    member._cancel_timers()
-    for task in [*member._tasks, *tasks]:
+    if isinstance(member, ConsumerProtocolMember):
+        member._cancel_deadline()
+        own = [t for t in (member._task, member._reconciling) if t is not None]
+    else:
+        member._cancel_timers()
+        own = list(member._tasks)
+        if member._round is not None:
+            member._round.cancel()
+    for task in [*own, *tasks]:
         if task is not asyncio.current_task():
             task.cancel()
-    if member._round is not None:
-        member._round.cancel()
     for wire in wires:
         wire.reset()

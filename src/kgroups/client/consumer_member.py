@@ -3,10 +3,13 @@
 The coordinator assigns: the member sends ConsumerGroupHeartbeat at the interval the
 coordinator names, says what it owns, and receives its assignment one step at a time
 (Java's `ConsumerMembershipManager`). When an answer carries an assignment, the member
-reconciles at once: it stops work on what it lost (the listener's
-`on_partitions_revoked`), reports what it still owns in its next heartbeat, sent straight
-away, and starts what was added (`on_partitions_assigned`). The coordinator hands a
-partition to another member only once this one said it released it, or was fenced.
+reconciles, beside its heartbeats (a revocation callback may take long: the batch in
+flight ends first, bounded by the coordinator's rebalance timeout): it stops work on what
+it loses (the listener's `on_partitions_revoked`), reports what it still owns in a
+heartbeat sent straight away, and starts what was added (`on_partitions_assigned`). A
+newer assignment that comes meanwhile is reconciled next. Until the callback returns,
+heartbeats still report the partitions as owned: the coordinator hands a partition to
+another member only once this one said it released it, or was fenced.
 
 Fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID): everything it held is lost
 (`on_partitions_lost`) and it joins again at epoch 0 under its member id. Silent
@@ -23,9 +26,9 @@ accepted by a Kafka 4.3+ coordinator for partitions the member held since then
 (KIP-1251). `close` revokes everything, then leaves (epoch -1; -2 for a static member,
 which keeps its partitions until it returns or its session ends).
 
-This is `GroupMember`'s counterpart; its callers see the same surface (`start`,
-`assignment`, `generation` (the member epoch), `commit`, `committed`, `close`,
-`wait_failed`). Time comes only from the event loop.
+This is `GroupMember`'s counterpart; its callers see the same surface (`start`, `state`,
+`wait_stable`, `assignment`, `generation` (the member epoch), `proven_since`, `commit`,
+`committed`, `close`, `wait_failed`). Time comes only from the event loop.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ from kgroups.client.offsets import (
     fetch_request,
     fetch_result,
 )
+from kgroups.client.states import MemberState
 from kgroups.protocol.build import build
 from kgroups.protocol.client import Connector
 from kgroups.protocol.errors import ErrorCode
@@ -120,7 +124,12 @@ class ConsumerProtocolMember:
         """The member epoch (0: joining)."""
         self._owned: set[TopicPartition] = set()
         self._revoking: frozenset[TopicPartition] = frozenset()
-        self._state = "joining"
+        self._state = MemberState.JOINING
+        self._target: frozenset[TopicPartition] | None = None
+        """The newest assignment the coordinator sent, not yet reconciled."""
+        self._reconciling: asyncio.Task[None] | None = None
+        self._stable = asyncio.Event()
+        self._proven_since: float | None = None
         self._reported: frozenset[TopicPartition] | None = None
         """What the coordinator was last told the member owns (None: nothing yet)."""
         self._interval = 0.5
@@ -148,7 +157,7 @@ class ConsumerProtocolMember:
     @property
     def assignment(self) -> Partitions:
         """What the member may work on: what it owns, less what it is giving up."""
-        return frozenset(self._owned)
+        return frozenset(self._owned - self._revoking)
 
     @property
     def revoking(self) -> Partitions:
@@ -156,13 +165,48 @@ class ConsumerProtocolMember:
         return self._revoking
 
     @property
-    def state(self) -> str:
-        """joining, stable (an answer confirmed its epoch), failed or closed."""
+    def state(self) -> MemberState:
+        """JOINING, STABLE (an answer confirmed its epoch), FAILED or CLOSED."""
         return self._state
 
     @property
     def error(self) -> MemberError | None:
         return self._error
+
+    @property
+    def session_timeout_ms(self) -> int:
+        """The session the member assumes the coordinator gives it."""
+        return round(self.session_timeout * 1000)
+
+    @property
+    def proven_since(self) -> float | None:
+        """When (on the event loop's clock) the last heartbeat was sent whose answer
+        proved the coordinator still counted this member at its epoch."""
+        return self._proven_since
+
+    async def wait_stable(self, *, timeout: float | None = None) -> int:
+        """Wait until an answer confirmed the member's epoch; return it. Raises the
+        member's fatal error."""
+        async with asyncio.timeout(timeout):
+            while self._state is not MemberState.STABLE:
+                if self._error is not None:
+                    raise self._error
+                if self._state is MemberState.CLOSED:
+                    raise MemberError(f"{self.group_id}: the member is closed")
+                stable = asyncio.ensure_future(self._stable.wait())
+                waited: set[asyncio.Future[Any]] = {stable}
+                if self._failed is not None:
+                    waited.add(self._failed)
+                try:
+                    await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stable.cancel()
+        return self.generation
+
+    def request_rejoin(self, reason: str = "requested by the application") -> None:
+        """Nothing to do: the coordinator follows its topics' partitions and moves the
+        group's epoch itself when they change."""
+        log.info("%s: %s: the coordinator reassigns by itself", self.group_id, reason)
 
     async def start(self, timeout: float | None = None) -> None:
         """Start heartbeating; return once the coordinator has answered the join."""
@@ -230,11 +274,19 @@ class ConsumerProtocolMember:
         if self._closing:
             return
         self._closing = True
-        self._state = "closed"
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        if self._reconciling is not None and not self._reconciling.done():
+            # A revocation in flight ends first (its work commits while the member is
+            # still in the group), within the rebalance timeout.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._reconciling),
+                                       self.rebalance_timeout_ms / 1000)  # fmt: skip
+        self._state = MemberState.CLOSED
+        self._stable.clear()
+        for task in (self._task, self._reconciling):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         self._cancel_deadline()
         if self._owned and self._error is None:
             revoked = frozenset(self._owned)
@@ -307,11 +359,12 @@ class ConsumerProtocolMember:
                 self._reported = owned
                 self.generation = int(response.member_epoch)
                 self._interval = _seconds(response.heartbeat_interval)
-                self._state = "stable"
+                if not self._closing:
+                    self._state = MemberState.STABLE
+                    self._stable.set()
                 self._joined.set()
                 if response.assignment is not None:
-                    await self._reconcile(response.assignment.topic_partitions)
-                    continue  # tell the coordinator at once what it owns now
+                    await self._assign(response.assignment.topic_partitions)
             elif code in FENCED:
                 log.info("%s: %s: joining again", self.group_id, code.name)
                 await self._lose(f"fenced ({code.name})")
@@ -328,12 +381,15 @@ class ConsumerProtocolMember:
             await self._pause(self._interval)
 
     async def _pause(self, seconds: float) -> None:
-        self._wake.clear()
+        """Up to `seconds`, less if woken (a reconciliation changed what it owns, or
+        woke it meanwhile)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
 
-    async def _reconcile(self, assigned: Sequence[Any]) -> None:
-        """Become the assignment the coordinator sent: revoke first, then assign."""
+    async def _assign(self, assigned: Sequence[Any]) -> None:
+        """Take the coordinator's assignment as the target, and reconcile toward it
+        unless a reconciliation is under way (it takes the newest target when done)."""
         target: set[TopicPartition] = set()
         unknown = [t.topic_id for t in assigned if t.topic_id not in self._names]
         if unknown:
@@ -342,18 +398,38 @@ class ConsumerProtocolMember:
             name = self._names.get(t.topic_id)
             if name is not None:
                 target.update(TopicPartition(name, int(p)) for p in t.partitions)
-        revoked = frozenset(self._owned - target)
-        if revoked:
-            self._owned -= revoked
-            self._revoking = revoked
-            try:
-                await self._invoke("on_partitions_revoked", revoked)
-            finally:
-                self._revoking = frozenset()
-        added = frozenset(target - self._owned)
-        if added:
-            self._owned |= added
-            await self._invoke("on_partitions_assigned", added)
+        self._target = frozenset(target)
+        if self._reconciling is None or self._reconciling.done():
+            self._reconciling = asyncio.create_task(
+                self._reconcile(self._incarnation), name=f"{self.group_id}-reconcile"
+            )
+
+    async def _reconcile(self, incarnation: int) -> None:
+        """Become the newest target: revoke first, report, then assign. Stops if the
+        member gives everything up meanwhile (what it held is lost, not revoked); a
+        callback that raises fails the member."""
+        try:
+            while self._target is not None and incarnation == self._incarnation:
+                target, self._target = self._target, None
+                revoked = frozenset(self._owned - target)
+                if revoked:
+                    self._revoking = revoked
+                    await self._invoke("on_partitions_revoked", revoked)
+                    if incarnation != self._incarnation:
+                        return
+                    self._owned -= revoked
+                    self._revoking = frozenset()
+                    self._wake.set()  # tell the coordinator at once
+                added = frozenset(target - self._owned)
+                if added:
+                    self._owned |= added
+                    self._wake.set()
+                    await self._invoke("on_partitions_assigned", added)
+        except MemberError as exc:
+            if incarnation == self._incarnation:
+                if self._task is not None:
+                    self._task.cancel()
+                await self._fail(exc)
 
     async def _learn_topics(self) -> None:
         """Topic ids and names (assignments name topics by id)."""
@@ -372,6 +448,7 @@ class ConsumerProtocolMember:
 
     def _proven(self, sent: float) -> None:
         """An answer proves membership from when its heartbeat was sent."""
+        self._proven_since = sent
         self._cancel_deadline()
         when = sent + self.session_timeout * SESSION_MARGIN
         self._deadline = asyncio.get_running_loop().call_at(when, self._silent)
@@ -390,12 +467,19 @@ class ConsumerProtocolMember:
     def _give_up(self) -> Partitions:
         """Hold nothing and join again at epoch 0 (answers in flight are ignored); what
         it held."""
+        reconciling = self._reconciling
+        if reconciling is not None and reconciling is not asyncio.current_task():
+            reconciling.cancel()  # its callbacks are about partitions now lost
         lost = frozenset(self._owned)
         self._owned.clear()
+        self._revoking = frozenset()
+        self._target = None
         self.generation = 0
         self._reported = None
         self._incarnation += 1
-        self._state = "joining"
+        if not self._closing:
+            self._state = MemberState.JOINING
+        self._stable.clear()
         return lost
 
     def _cancel_deadline(self) -> None:
@@ -412,9 +496,15 @@ class ConsumerProtocolMember:
 
     async def _fail(self, error: MemberError) -> None:
         self._error = error
-        self._state = "failed"
+        self._state = MemberState.FAILED
+        self._stable.clear()
+        self._incarnation += 1
+        reconciling = self._reconciling
+        if reconciling is not None and reconciling is not asyncio.current_task():
+            reconciling.cancel()
         lost = frozenset(self._owned)
         self._owned.clear()
+        self._revoking = frozenset()
         self._cancel_deadline()
         if lost:
             await self._call_quietly("on_partitions_lost", lost)

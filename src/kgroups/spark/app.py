@@ -50,7 +50,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--kafka-options-file", type=Path, default=None,
                         help="Kafka client properties, one NAME=VALUE a line")  # fmt: skip
-    parser.add_argument("--session-timeout-ms", type=int, default=45_000)
+    parser.add_argument(
+        "--group-protocol", choices=["classic", "consumer"], default="classic",
+        help="classic (JoinGroup/SyncGroup, the members assign) or consumer (Kafka 4's "
+        "KIP-848: the coordinator assigns, and a member losing no partition never waits "
+        "for another's batch)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server-assignor", choices=["uniform", "range"], default=None,
+        help="the coordinator's assignor under --group-protocol consumer (default: the "
+        "group's, uniform unless configured)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--session-timeout-ms", type=int, default=45_000,
+        help="the member's session; under --group-protocol consumer the coordinator's "
+        "(group.consumer.session.timeout.ms) rules, and this says what it is",
+    )  # fmt: skip
     parser.add_argument(
         "--heartbeat-interval-ms", type=int, default=None,
         help="default: a fifteenth of the session timeout, Kafka's ratio (3 s of 45 s)",
@@ -95,6 +110,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         f"{KAFKA_PACKAGE},{DELTA_PACKAGE}",
     )  # fmt: skip
     return parser
+
+
+def protocol_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The pipeline's options for the group protocol asked for; options of the other
+    protocol are refused, not ignored."""
+    if args.group_protocol == "consumer":
+        if args.assignor or args.heartbeat_interval_ms:
+            raise SystemExit("--assignor and --heartbeat-interval-ms are the classic "
+                             "protocol's: under --group-protocol consumer the coordinator "
+                             "assigns and sets the interval (--server-assignor)")  # fmt: skip
+        return {"group_protocol": "consumer", "server_assignor": args.server_assignor}
+    if args.server_assignor:
+        raise SystemExit("--server-assignor needs --group-protocol consumer")
+    return {"assignors": args.assignor} if args.assignor else {}
 
 
 def kafka_options(args: argparse.Namespace) -> dict[str, str]:
@@ -164,14 +193,14 @@ def run(args: argparse.Namespace, spark: Any, source: Source, **pipeline: Any) -
                         format="%(asctime)s %(name)s %(message)s")  # fmt: skip
     heartbeat = args.heartbeat_interval_ms or max(args.session_timeout_ms // 15, 100)
     rebalance = max(60_000, args.session_timeout_ms * 2)
-    assignors = {"assignors": args.assignor} if args.assignor else {}
+    protocol = protocol_options(args)
     security = ClientSecurity.from_env()
     running = Pipeline(
         bootstrap=args.bootstrap, group=args.group, topic=args.topic, source=source,
         name=args.name, max_records=args.max_records, auto_offset_reset=args.auto_offset_reset,
         cancel=spark.sparkContext.cancelAllJobs, session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=heartbeat, rebalance_timeout_ms=rebalance,
-        metrics=args.metrics, security=security, **assignors, **pipeline,
+        metrics=args.metrics, security=security, **protocol, **pipeline,
         partition_check_interval=args.partition_check_interval_s,
     )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: running.stop())

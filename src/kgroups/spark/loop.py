@@ -64,6 +64,7 @@ from prometheus_client import CollectorRegistry
 from kgroups.client import (
     CommitError,
     CommitFailedError,
+    ConsumerProtocolMember,
     CoordinatorUnavailable,
     GroupMember,
     MemberError,
@@ -160,12 +161,40 @@ def admin_session(bootstrap: str, security: Any = None, connect: Any = None) -> 
     return session
 
 
+CLASSIC_ONLY = frozenset({"assignors", "heartbeat_interval_ms", "retry_backoff_ms",
+                          "metadata_max_age_ms", "replicas", "rack"})  # fmt: skip
+"""Member options the consumer protocol's coordinator decides instead."""
+
+
+def consumer_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`GroupMember`'s options as `ConsumerProtocolMember` takes them; assignors asked
+    for by name are refused (the coordinator assigns: `server_assignor`)."""
+    if options.get("assignors"):
+        raise ValueError(
+            "assignors are the classic protocol's: under the consumer protocol the "
+            "coordinator assigns (server_assignor='uniform' or 'range')"
+        )
+    given = {k: v for k, v in options.items() if k not in CLASSIC_ONLY}
+    if "request_timeout_ms" in given:
+        given["request_timeout"] = given.pop("request_timeout_ms") / 1000
+    return given
+
+
 class BatchLoop:
     """See the module docstring. Give `transform` and `sink` (a `sinks.StagedSink` or
     `sinks.IdempotentSink`), or the JSON outbox's `process` and `output`.
     `app_id`: the prefix of idempotent writes' app ids (default "kgroups/<group>").
     `member_options` go to `GroupMember`; `registry` (default prometheus_client's)
-    receives the member's metrics and the loop's."""
+    receives the member's metrics and the loop's.
+
+    `group_protocol="consumer"`: the member speaks Kafka 4's consumer protocol
+    (`ConsumerProtocolMember`): the coordinator assigns (`server_assignor`, default its
+    own), each member reconciles alone, and a member losing no partition never waits
+    for another's batch. Its epoch moves at every change in the group, so positions
+    are read from the group again after one (a commit of a batch planned at an older
+    epoch is still accepted for partitions the member held since, Kafka 4.3's rule).
+    The options that name the classic protocol's timing and assignors do not apply:
+    the coordinator sets them (`session_timeout_ms` says what session it gives)."""
 
     def __init__(
         self,
@@ -189,6 +218,7 @@ class BatchLoop:
         cancel: Callable[[], None] = lambda: None,
         blocking: Blocking = _in_thread,
         registry: CollectorRegistry | None = None,
+        group_protocol: Literal["classic", "consumer"] = "classic",
         **member_options: Any,
     ) -> None:
         if process is not None and output is not None and sink is None:
@@ -213,13 +243,23 @@ class BatchLoop:
         self.poll_interval = poll_interval
         self.cancel = cancel
         self.blocking = blocking
-        # Cooperative by default: an eager rebalance waits for every member's batch in
-        # flight (its revocation does), a cooperative one only for batches that lose partitions.
-        member_options.setdefault("assignors", ["cooperative-sticky"])
-        self.member = GroupMember(
-            bootstrap, group, [topic], listener=self, client_id=name, registry=registry,
-            **member_options,
-        )  # fmt: skip
+        self.member: GroupMember | ConsumerProtocolMember
+        if group_protocol == "consumer":
+            self.member = ConsumerProtocolMember(
+                bootstrap, group, [topic], listener=self, client_id=name,
+                **consumer_options(member_options),
+            )  # fmt: skip
+        elif group_protocol == "classic":
+            # Cooperative by default: an eager rebalance waits for every member's batch in
+            # flight (its revocation does), a cooperative one only for batches that lose
+            # partitions.
+            member_options.setdefault("assignors", ["cooperative-sticky"])
+            self.member = GroupMember(
+                bootstrap, group, [topic], listener=self, client_id=name, registry=registry,
+                **member_options,
+            )  # fmt: skip
+        else:
+            raise ValueError(f"group_protocol {group_protocol!r}: classic or consumer")
         self.stats = LoopStats(SparkMetrics.of(registry), group, topic)
         self.growth = None
         if isinstance(source, Partitioned):

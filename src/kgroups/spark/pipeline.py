@@ -1,7 +1,8 @@
 """`Pipeline`: one Spark application = one group member, for a blocking Spark driver.
 
 The decisions are `loop.BatchLoop`'s (read its docstring for the protocol); this facade
-runs it, with its `GroupMember`, on an event loop in a background thread, so that the
+runs it, with its member (`GroupMember`, or `ConsumerProtocolMember` under Kafka 4's
+consumer protocol), on an event loop in a background thread, so that the
 driver's main thread can block in `run()` and stop it from a signal handler. Spark's
 work (reading a batch, the user's `process`) runs in worker threads meanwhile, and the
 member heartbeats through it.
@@ -21,7 +22,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, start_http_server
 
-from kgroups.client import GroupMember
+from kgroups.client import ConsumerProtocolMember, GroupMember
 from kgroups.client.sync import LoopThread
 from kgroups.protocol.addresses import parse_host_port
 from kgroups.spark.loop import BatchLoop, PipelineError, Progress, Transform
@@ -65,7 +66,7 @@ class Pipeline:
             self.metrics_address = (str(bound[0]), int(bound[1]))
 
     @property
-    def member(self) -> GroupMember:
+    def member(self) -> GroupMember | ConsumerProtocolMember:
         return self.loop.member
 
     def start(self, timeout: float | None = None) -> None:

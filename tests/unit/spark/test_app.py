@@ -55,3 +55,40 @@ def test_spark_settings_are_key_value_pairs_in_their_order() -> None:
     assert app.spark_conf(args) == [("spark.executor.instances", "2"), ("spark.a", "b=c")]
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         app.spark_conf(parse("--conf", "spark.executor.instances"))
+
+
+def test_a_group_protocol_takes_its_own_options_and_refuses_the_others() -> None:
+    assert app.protocol_options(parse()) == {}
+    assert app.protocol_options(parse("--assignor", "range")) == {"assignors": ["range"]}
+    assert app.protocol_options(parse("--group-protocol", "consumer")) == {
+        "group_protocol": "consumer", "server_assignor": None,
+    }  # fmt: skip
+    chosen = parse("--group-protocol", "consumer", "--server-assignor", "range")
+    assert app.protocol_options(chosen)["server_assignor"] == "range"
+    for wrong in (("--group-protocol", "consumer", "--assignor", "range"),
+                  ("--group-protocol", "consumer", "--heartbeat-interval-ms", "100")):  # fmt: skip
+        with pytest.raises(SystemExit, match="classic protocol's"):
+            app.protocol_options(parse(*wrong))
+    with pytest.raises(SystemExit, match="needs --group-protocol consumer"):
+        app.protocol_options(parse("--server-assignor", "uniform"))
+
+
+def test_a_consumer_protocol_pipeline_has_a_consumer_protocol_member() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from kgroups.client import ConsumerProtocolMember
+    from kgroups.spark.loop import BatchLoop
+    from tests.unit.spark.world import Log, Spark
+
+    def loop(**options: object) -> BatchLoop:
+        return BatchLoop(bootstrap="127.0.0.1:9", group="g", topic="t", source=Log(end=0),
+                         process=Spark().process, output="out", registry=CollectorRegistry(),
+                         group_protocol="consumer", **options)  # fmt: skip
+
+    member = loop(server_assignor="range", session_timeout_ms=6000, heartbeat_interval_ms=500,
+                  request_timeout_ms=2000).member  # fmt: skip
+    assert isinstance(member, ConsumerProtocolMember)
+    assert (member.server_assignor, member.session_timeout_ms) == ("range", 6000)
+    assert member._link.timeout == 2.0
+    with pytest.raises(ValueError, match="the coordinator assigns"):
+        loop(assignors=["range"])

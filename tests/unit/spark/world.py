@@ -1,5 +1,6 @@
 """A virtual-time world for the Spark member's loop: one real coordinator
-(tests/sim/fake_cluster.py), real `GroupMember`s, a simulated source and Spark.
+(tests/sim/fake_cluster.py), real `GroupMember`s (or `ConsumerProtocolMember`s: a world
+of Kafka 4's consumer protocol), a simulated source and Spark.
 
 Spark is `Spark`: a batch's job takes as long as a test says, in virtual seconds, and
 `cancel` (Spark's cancelAllJobs) fails a running one, unless the job had already
@@ -14,6 +15,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.spark.loop import BatchLoop, Progress
 from kgroups.spark.plan import Reset
 from kgroups.spark.publish import STAGING, Batch
@@ -92,9 +94,12 @@ class Spark:
 
 
 class World:
-    """One coordinator on virtual time, an output directory, and the test's pipelines."""
+    """One coordinator on virtual time, an output directory, and the test's pipelines,
+    whose members speak `protocol` (classic, or consumer: the coordinator gives them a
+    SESSION-long session and a HEARTBEAT interval)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, protocol: str = "classic") -> None:
+        self.protocol = protocol
         self.loop = FakeTimeLoop()
         self.store = MemoryStore()
         self.store.create_topic(TOPIC, PARTITIONS)
@@ -105,7 +110,11 @@ class World:
 
     def play(self, scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
         async def main() -> None:
-            await self.cluster.start()
+            await self.cluster.start(CoordinatorConfig(
+                group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000,
+                group_consumer_session_timeout_ms=int(SESSION * 1000),
+                group_consumer_heartbeat_interval_ms=int(HEARTBEAT * 1000),
+            ))  # fmt: skip
             await scenario()
 
         try:
@@ -128,10 +137,14 @@ class World:
         topic = options.pop("topic", TOPIC)
         if "sink" not in options:
             options |= {"process": spark.process, "output": str(self.out)}
+        if self.protocol == "consumer":  # the coordinator assigns
+            options |= {"group_protocol": "consumer"}
+        else:
+            options |= {"assignors": [assignor]}
         return BatchLoop(
             bootstrap=ADDRESS, group="g", topic=topic, source=source, name=name,
             auto_offset_reset=reset, poll_interval=0.2,
-            cancel=spark.cancel, blocking=spark.blocking, assignors=[assignor],
+            cancel=spark.cancel, blocking=spark.blocking,
             max_records=max_records,
             session_timeout_ms=int(SESSION * 1000), heartbeat_interval_ms=int(HEARTBEAT * 1000),
             rebalance_timeout_ms=int(REBALANCE * 1000), retry_backoff_ms=100,
@@ -184,6 +197,8 @@ async def until(check: Callable[[], bool], seconds: float, what: str) -> None:
 async def first_turn(loop: BatchLoop) -> Progress:
     """Start `loop`'s member and turn until it has done something."""
     await loop.start(timeout=30)
+    # (A consumer-protocol member has joined once answered; its partitions follow.)
+    await until(lambda: bool(loop.member.assignment), 30, f"{loop.name}'s partitions")
     for _ in range(100):
         progress = await loop.run_once()
         if progress is not None:
@@ -201,7 +216,7 @@ async def survivor_in_flight(
     await survivor.start(timeout=30)
     await dies.start(timeout=30)
     await until(lambda: len(survivor.member.assignment) == 2 == len(dies.member.assignment)
-                and survivor.member.state.name == dies.member.state.name == "STABLE",
+                and survivor.member.state == dies.member.state == "stable",
                 10 * SESSION, "the split")  # fmt: skip
     mine = {tp.partition for tp in survivor.member.assignment}
     runner = asyncio.create_task(survivor.run())
