@@ -3,6 +3,8 @@ process against a real coordinator: what an application relies on.
 
 * A partition moves to another member only after this member's revocation callback has
   finished (it reports the release in the heartbeat it sends once the callback returns).
+* A revocation callback longer than the session does not cost the member its place (it
+  heartbeats meanwhile), and an assignment sent while it runs is reconciled after it.
 * A member cut off from its coordinator (the coordinator's process SIGSTOPped) gives its
   partitions up as lost within its session, before the coordinator could hand them on,
   and comes back once the coordinator answers again.
@@ -98,6 +100,45 @@ def test_a_partition_moves_only_after_its_revocation_callback_finished(
         await b.close()
         await until(lambda: a.assignment == ALL, 20, "a to take everything back")
         await a.close()
+
+    asyncio.run(go())
+
+
+def test_a_revocation_longer_than_the_session_keeps_the_member_and_the_next_one_follows(
+    coord: Coordinator,
+) -> None:
+    create_topic(coord, "six", 6)
+    six = frozenset(TopicPartition("six", p) for p in range(6))
+
+    async def go() -> None:
+        slow = Recorder("slow", revoke_s=7.0)  # the session is 6 s
+        a = ConsumerProtocolMember(coord.bootstrap, "six", ["six"], listener=slow,
+                                   session_timeout_ms=6000)  # fmt: skip
+        await a.start(timeout=20)
+        await until(lambda: a.assignment == six, 20, "a to own everything")
+        b = ConsumerProtocolMember(coord.bootstrap, "six", ["six"], listener=Recorder("b"),
+                                   session_timeout_ms=6000)  # fmt: skip
+        await b.start(timeout=20)
+        await until(lambda: a.revoking, 10, "a to start revoking b's share")
+        first = a.revoking
+        c = ConsumerProtocolMember(coord.bootstrap, "six", ["six"], listener=Recorder("c"),
+                                   session_timeout_ms=6000)  # fmt: skip
+        await c.start(timeout=20)  # a newer target for a, while its callback runs
+        members = (a, b, c)
+
+        def shared() -> bool:
+            held = [m.assignment for m in members]
+            return all(held) and sum(map(len, held)) == 6 and frozenset().union(*held) == six
+
+        await until(shared, 40, "the three to share")
+        assert not [e for e in slow.events if e[0] == "lost"], slow.events
+        steps = [(e[0], e[2]) for e in slow.events if e[0] in ("revoking", "revoked")]
+        assert steps[:2] == [("revoking", first), ("revoked", first)]
+        # 3 of 6 for b, then 1 of the 3 left for c: the next target's, after the first.
+        assert [len(p) for _, p in steps] == [3, 3, 1, 1] and steps[2][0] == "revoking"
+        assert a.state == "stable" and a.generation > 0
+        for m in members:
+            await m.close()
 
     asyncio.run(go())
 
