@@ -15,10 +15,18 @@ For each group size (--sizes; a topic with 2 partitions per member):
 * leave: one member of a settled group leaves (epoch -1); the time until every
   partition is held by a remaining member again;
 * join: a new member joins a settled group; the time until it holds its first partition;
-* heartbeats/s: every member of a settled group heartbeats back to back, one in flight
-  each (fields not sent are "unchanged", as Java's steady heartbeats), for --seconds.
 
-    python bench/consumer_protocol.py [--sizes 100,1000] [--trials 3] [--seconds 3]
+  each comes a second and a random part of an interval after the group settled (the
+  same draws for both targets: trial n's seed is n): a fixed pause would put the event
+  at one phase of the members' heartbeats, which the group's previous rebalance set, and
+  measure that phase (a join exactly two intervals after a rebalance settled waits a whole
+  interval for the members that must release partitions, in Kafka as in kgroups);
+* heartbeats/s: every member of a settled group heartbeats back to back, one in flight
+  each (fields not sent are "unchanged", as Java's steady heartbeats), for --seconds;
+  the requests are encoded once and only an answer's error code is read, so that the
+  load generator, on one core, does as little per heartbeat as it can.
+
+    python bench/consumer_protocol.py [--sizes 100,1000] [--trials 5] [--seconds 3]
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import random
+import struct
 import sys
 import uuid
 from collections import Counter
@@ -50,6 +60,7 @@ from bench.loadgen import Conn, connect, find_coordinator, now
 from kgroups import admin
 from kgroups.protocol.build import build
 
+ERROR = struct.Struct(">h")
 RETRY = {14, 15, 16}
 """COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: try again."""
 
@@ -162,8 +173,11 @@ def settled(members: list[Member], group: Group) -> bool:
     return len(epochs) == 1 and group.covered == group.partitions == held
 
 
-async def trial(target: Target, size: int, seconds: float, n: int) -> tuple[float, float, float]:
+async def trial(
+    target: Target, size: int, seconds: float, n: int, interval: float
+) -> tuple[float, float, float]:
     """(leave s, join s, heartbeats/s) for one fresh group of `size` members."""
+    draws = random.Random(n)
     host, port = target.host, target.port
     topic = f"cp-{size}-{n}-{uuid.uuid4().hex[:6]}"
     partitions = 2 * size
@@ -176,7 +190,7 @@ async def trial(target: Target, size: int, seconds: float, n: int) -> tuple[floa
     try:
         await wait_for(lambda: settled(members, group), 120 + size / 5, "the group to settle",
                        group)  # fmt: skip
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0 + draws.uniform(0, interval))
 
         # leave: until every partition is held again
         leaving = members.pop(len(members) // 2)
@@ -186,7 +200,7 @@ async def trial(target: Target, size: int, seconds: float, n: int) -> tuple[floa
                        group)  # fmt: skip
         leave_s = now() - started
         await wait_for(lambda: settled(members, group), 120, "the group to settle again", group)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0 + draws.uniform(0, interval))
 
         # join: until the new member holds a partition
         new = Member(await connect(host, port), group_id, topic, group)
@@ -201,18 +215,7 @@ async def trial(target: Target, size: int, seconds: float, n: int) -> tuple[floa
         for m in members:
             m.running = False
         await asyncio.gather(*tasks, return_exceptions=True)
-        count = 0
-        until = now() + seconds
-
-        async def hammer(m: Member) -> None:
-            nonlocal count
-            while now() < until:
-                if await m.heartbeat() in (0, -100):
-                    count += 1
-
-        began = now()
-        await asyncio.gather(*(hammer(m) for m in members))
-        rate = count / (now() - began)
+        rate = await hammer(members, seconds)
         return leave_s, join_s, rate
     finally:
         for m in members:
@@ -225,10 +228,56 @@ async def trial(target: Target, size: int, seconds: float, n: int) -> tuple[floa
                 m.conn.transport.close()
 
 
-def measure(target: Target, sizes: list[int], trials: int, seconds: float) -> dict[int, Any]:
+async def hammer(members: list[Member], seconds: float) -> float:
+    """Heartbeats answered per second, every member sending its steady heartbeat again the
+    moment the last is answered (one in flight each). The requests are encoded once and
+    only the error code of an answer is read: the load generator does as little per
+    heartbeat as it can, so that it measures the server."""
+    done = errors = 0
+    stop_at = now() + seconds
+    left = len(members)
+    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def drive(m: Member) -> None:
+        conn = m.conn
+        frame = conn.frame(build(hb_req.ConsumerGroupHeartbeatRequest, {
+            "group_id": m.group_id, "member_id": m.member_id, "member_epoch": m.epoch,
+            "topic_partitions": None,
+        }))  # fmt: skip
+
+        def on_frame(payload: bytes) -> None:
+            nonlocal done, errors, left
+            done += 1
+            # correlation id, header tagged fields, throttle time, then the error code
+            if ERROR.unpack_from(payload, 9)[0] != 0:
+                errors += 1
+            if now() < stop_at:
+                assert conn.transport is not None
+                conn.transport.write(frame)
+                return
+            conn.on_frame = None
+            left -= 1
+            if left == 0 and not finished.done():
+                finished.set_result(None)
+
+        conn.on_frame = on_frame
+        assert conn.transport is not None
+        conn.transport.write(frame)
+
+    began = now()
+    for m in members:
+        drive(m)
+    await finished
+    if errors:
+        raise RuntimeError(f"{errors} heartbeats failed")
+    return done / (now() - began)
+
+
+def measure(target: Target, sizes: list[int], trials: int, seconds: float,
+            interval: float) -> dict[int, Any]:  # fmt: skip
     out: dict[int, Any] = {}
     for size in sizes:
-        runs = [asyncio.run(trial(target, size, seconds, n)) for n in range(trials)]
+        runs = [asyncio.run(trial(target, size, seconds, n, interval)) for n in range(trials)]
         out[size] = tuple(median([r[i] for r in runs]) for i in range(3))
     return out
 
@@ -236,16 +285,16 @@ def measure(target: Target, sizes: list[int], trials: int, seconds: float) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,1000")
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--interval-ms", type=int, default=500)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     pin_self(LOAD_CPU)
-    interval = str(args.interval_ms)
+    interval, every = str(args.interval_ms), args.interval_ms / 1000
     results: dict[str, dict[int, Any]] = {}
     with kgroups_coordinator("--consumer-heartbeat-interval-ms", interval) as target:
-        results["kgroups"] = measure(target, sizes, args.trials, args.seconds)
+        results["kgroups"] = measure(target, sizes, args.trials, args.seconds, every)
     kafka_settings = {
         "group.consumer.heartbeat.interval.ms": interval,
         "group.consumer.min.heartbeat.interval.ms": interval,
@@ -253,7 +302,7 @@ def main() -> None:
     }
     with kafka_broker(extra=kafka_settings) as broker:
         if broker is not None:
-            results[KAFKA_LABEL] = measure(broker, sizes, args.trials, args.seconds)
+            results[KAFKA_LABEL] = measure(broker, sizes, args.trials, args.seconds, every)
     print(
         f"\nConsumer protocol (KIP-848): members heartbeat every {args.interval_ms} ms and "
         f"ack at once; 2 partitions per member; median of {args.trials} trials"

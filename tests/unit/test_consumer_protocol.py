@@ -9,6 +9,7 @@ conversions to and from a classic group.
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from typing import Any
@@ -21,6 +22,7 @@ from kgroups.coordinator.core import msg_consumer as mn
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core import msg_offsets as mo
 from kgroups.coordinator.core.consumer_group import ConsumerGroupState
+from kgroups.coordinator.core.consumer_heartbeat import phased
 from kgroups.coordinator.core.context import rebalance_key, session_key
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.protocol.errors import ErrorCode
@@ -99,16 +101,54 @@ def holders(ctx: Consumers, group: str = "g") -> dict[tuple[str, int], str]:
 # -- Kafka's worked example ---------------------------------------------------------------
 
 
+def test_heartbeats_that_came_together_are_spread_over_the_interval() -> None:
+    """Members answered at once (after a rebalance) are told intervals that bring each
+    back at its own slot, then the interval itself: the group's heartbeats stay spread,
+    so whoever's heartbeat is due next hears of a change within a fraction of one."""
+    interval, members = 500, [f"member-{n}" for n in range(200)]
+    told = {m: phased(m, 10_000, interval) for m in members}
+    assert all(interval // 2 <= t < 3 * interval // 2 for t in told.values())
+    back = sorted((10_000 + t) % interval for t in told.values())
+    gaps = [b - a for a, b in itertools.pairwise(back)] + [back[0] + interval - back[-1]]
+    # Spread, not bunched (those within a tenth of their slot come back at once: a gap
+    # of a tenth follows them).
+    assert max(gaps) < interval // 5 and len(set(back)) > len(members) // 2
+    # Back at its slot, each is told the interval itself from then on (cached answers).
+    assert all(phased(m, 10_000 + told[m], interval) == interval for m in members)
+    # One that comes early (within half an interval of its last) is told the interval.
+    assert all(phased(m, 10_000, interval, heard_ms=10_000 - 200) == interval for m in members)
+    moved = [m for m in members if told[m] != interval]
+    assert len(moved) > len(members) // 2  # (the others were within a tenth of their slot)
+    # At its slot, give or take the network's jitter.
+    assert all(phased(m, 10_000 + told[m] + 7 * interval + 20, interval) == interval
+               for m in moved)  # fmt: skip
+
+
+def test_members_waiting_for_partitions_are_told_to_ask_sooner_the_fewer_they_are(
+    ctx: Consumers,
+) -> None:
+    """2 ms per member waiting for partitions, from a floor of 20 ms up to the interval:
+    however many wait, their heartbeats add at most 500 a second."""
+    ctx.create_topic("w", 64)
+    ctx.join_consumer("A", "w")
+    waits = [ctx.join_consumer(f"M{n:02d}", "w").heartbeat_interval_ms for n in range(40)]
+    group = ctx.core.consumer_groups["g"]
+    assert waits[:10] == [20] * 10  # up to 10 members waiting: the floor
+    assert waits[-1] == 2 * len(group.waiting) == 80  # 40 waiting
+    slow = ctx.core.config.group_consumer_heartbeat_interval_ms
+    assert all(20 <= w < slow for w in waits) and waits == sorted(waits)
+
+
 def test_the_worked_example_revokes_first_and_assigns_only_what_is_free(ctx: Consumers) -> None:
     a = ctx.join_consumer("A")
     assert (a.error, a.member_epoch, assigned(a)) == (ErrorCode.none, 2, {"t": {0, 1, 2, 3}})
-    assert a.heartbeat_interval_ms == INTERVAL_MS
+    assert a.heartbeat_interval_ms == phased("A", ctx.now_ms, INTERVAL_MS)
 
     b = ctx.join_consumer("B")
     # B's share is still A's: it is told its epoch and an empty assignment, and to ask
     # again soon (kgroups' own: a freed partition reaches it in a fraction of an interval).
     assert (b.member_epoch, assigned(b)) == (3, {})
-    assert b.heartbeat_interval_ms == 100
+    assert b.heartbeat_interval_ms == 20  # the floor: two members wait (2 x 2 ms)
     group = ctx.core.consumer_groups["g"]
     assert group.state is ConsumerGroupState.RECONCILING
     b_share = set(group.members["B"].target["t"])
@@ -130,7 +170,7 @@ def test_the_worked_example_revokes_first_and_assigns_only_what_is_free(ctx: Con
     assert ctx.timer(rebalance_key("g", "A")) is None
     b = ctx.hb("B", 3, owned={})
     assert (b.member_epoch, assigned(b)) == (3, {"t": b_share})
-    assert b.heartbeat_interval_ms == INTERVAL_MS
+    assert b.heartbeat_interval_ms == INTERVAL_MS  # (early: told the interval itself)
     assert group.state is ConsumerGroupState.STABLE
     assert holders(ctx) == {("t", p): ("A" if p in a_share else "B") for p in range(4)}
 
@@ -361,7 +401,7 @@ def test_group_configs_set_the_session_and_the_heartbeat_interval(ctx: Consumers
     ctx.alter_group_config(
         "g", {"consumer.session.timeout.ms": "8000", "consumer.heartbeat.interval.ms": "1000"}
     )
-    assert ctx.join_consumer("A").heartbeat_interval_ms == 1000
+    assert ctx.join_consumer("A").heartbeat_interval_ms == phased("A", ctx.now_ms, 1000)
     ctx.assert_timer(session_key("g", "A"), ctx.now_ms + 8000)
     refused = ctx.alter_group_config("g", {"consumer.heartbeat.interval.ms": "8000"})
     assert refused.error is ErrorCode.invalid_config

@@ -84,6 +84,23 @@ def test_uniform_keeps_an_extra_partition_where_it_is() -> None:
     assert uniform_assignment(members, {T: 5}) == target
 
 
+def test_uniform_moves_partitions_between_the_members_whose_heartbeats_come_first() -> None:
+    """Among members equal in load, the one heard from longest ago (whose next heartbeat
+    is due soonest) gives up the partition a joiner needs, and gets a leaver's."""
+    import dataclasses
+
+    heard = {"a": 300, "b": 100, "c": 400, "d": 200}  # b was heard from first
+    settled = {m: {T: (2 * k, 2 * k + 1)} for k, m in enumerate("abcd")}
+    members = [dataclasses.replace(member(m, T, target=settled[m]), heard_ms=heard[m])
+               for m in "abcd"]  # fmt: skip
+    joined = uniform_assignment([*members, member("e", T)], {T: 8})
+    assert joined["e"] == {T: (3,)} and joined["b"] == {T: (2,)}  # b gives one up
+    assert all(joined[m] == settled[m] for m in "acd")
+    left = uniform_assignment([m for m in members if m.member_id != "c"], {T: 8})
+    assert sorted(left["b"][T]) == [2, 3, 4] and sorted(left["d"][T]) == [5, 6, 7]  # first heard
+    assert left["a"] == settled["a"]
+
+
 def test_uniform_with_different_subscriptions_balances_first() -> None:
     members = [member("a", T), member("b", T, U), member("c", U)]
     out = uniform_assignment(members, {T: 4, U: 4})

@@ -248,7 +248,8 @@ def coordinator(
         int,
         typer.Option(
             help="The heartbeat interval told to a consumer-protocol member waiting for "
-            "partitions others are releasing (kgroups' own; at most the heartbeat interval)."
+            "partitions others are releasing (kgroups' own; 2 ms more per member of the "
+            "group waiting, at most the heartbeat interval)."
         ),
     ] = COORDINATOR.consumer_waiting_heartbeat_interval_ms,
     consumer_migration_policy: Annotated[

@@ -71,8 +71,9 @@ class CoordinatorDefaults:
     """group.consumer.session.timeout.ms (consumer-protocol members)."""
     consumer_heartbeat_interval_ms: int = 5_000
     """group.consumer.heartbeat.interval.ms: told to consumer-protocol members."""
-    consumer_waiting_heartbeat_interval_ms: int = 100
-    """kgroups' own: told to a consumer-protocol member waiting for partitions."""
+    consumer_waiting_heartbeat_interval_ms: int = 20
+    """kgroups' own: told to a consumer-protocol member waiting for partitions (at
+    least: 2 ms more per member waiting)."""
 
 
 @dataclass(frozen=True, slots=True)

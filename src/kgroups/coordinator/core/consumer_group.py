@@ -214,6 +214,8 @@ class ConsumerGroup:
     unreconciled: set[str] = field(default_factory=set)
     """Members not yet at the assignment epoch with nothing left to do (kept as members
     move, so the state costs nothing to read)."""
+    waiting: set[str] = field(default_factory=set)
+    """Members waiting for partitions others are releasing (UNRELEASED_PARTITIONS)."""
     unsettled_since_ms: int | None = None
     """When the group epoch first moved since the group was last Stable (for metrics;
     in memory only)."""
@@ -239,6 +241,10 @@ class ConsumerGroup:
             self.unreconciled.discard(member.member_id)
         else:
             self.unreconciled.add(member.member_id)
+        if member.current.state is MemberState.UNRELEASED_PARTITIONS:
+            self.waiting.add(member.member_id)
+        else:
+            self.waiting.discard(member.member_id)
 
     def holder_epoch(self, topic: str, partition: int) -> int:
         held = self.holders.get((topic, partition))
@@ -277,6 +283,7 @@ class ConsumerGroup:
             return None
         self.subscriptions_version += 1
         self.unreconciled.discard(member_id)
+        self.waiting.discard(member_id)
         if member.instance_id is not None and (
             self.static_members.get(member.instance_id) == member_id
         ):

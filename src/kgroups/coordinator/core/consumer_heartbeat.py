@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+import zlib
 from collections.abc import Callable, Collection, Mapping
 
 from kgroups.coordinator.core import consumer_migration as migration
@@ -184,8 +185,10 @@ def steady(
         group.subscriptions_version,
     ):
         return None  # a topic changed since: the group's epoch may have to move
+    heard = _heard_ms(core, group, member)
     schedule_session(core, group, member)
     interval = group_config(core, group.group_id).group_consumer_heartbeat_interval_ms
+    interval = phased(member.member_id, core.now_ms, interval, heard)
     return ConsumerHeartbeatResponse(
         member_id=member.member_id, member_epoch=member.epoch, heartbeat_interval_ms=interval
     )
@@ -311,6 +314,7 @@ def _heartbeat(
         )
     # Nothing below refuses the request: the group and the member may change.
     before = member.current
+    heard = _heard_ms(core, group, member)
     current = apply(core, group, member, replaced, lambda m: _update(m, ctx, req), owned=owned)
     full = (
         req.rebalance_timeout_ms != -1
@@ -319,10 +323,15 @@ def _heartbeat(
     )
     tell = req.member_epoch == 0 or full or current.assigned != before.assigned
     interval = settings.group_consumer_heartbeat_interval_ms
+    interval = phased(member.member_id, core.now_ms, interval, heard)
     if current.state is MemberState.UNRELEASED_PARTITIONS:
         # Waiting for partitions others are releasing: ask again soon, so a freed
-        # partition reaches it in a fraction of an interval (the server sets the pace).
-        interval = min(interval, settings.group_consumer_waiting_heartbeat_interval_ms)
+        # partition reaches it in a fraction of an interval (the server sets the pace),
+        # the sooner the fewer members wait (they add at most 1,000/WAITING_MS_PER_MEMBER
+        # heartbeats a second, however many they are).
+        waiting = len(group.waiting) * WAITING_MS_PER_MEMBER
+        floor = settings.group_consumer_waiting_heartbeat_interval_ms
+        interval = min(interval, max(floor, waiting))
     return ConsumerHeartbeatResponse(
         member_id=member.member_id,
         member_epoch=member.epoch,
@@ -399,6 +408,35 @@ def apply(
         core.out.persist(GroupRecord(group.group_id, group.to_value()))
     schedule_session(core, group, member)
     return current
+
+
+ON_TIME = 10
+"""A heartbeat within 1/ON_TIME of an interval of its member's slot is on time."""
+
+
+def phased(member_id: str, now_ms: int, interval_ms: int, heard_ms: int = 0) -> int:
+    """The interval to tell a member so that its heartbeats come at its own slot of each
+    interval (a hash of its id), spreading a group's heartbeats evenly over the interval:
+    after a rebalance answered every member at once, they would all come back together,
+    and whatever happens in between waits up to a whole interval for anyone to hear of it
+    (a partition freed by a leaver, a partition a joiner needs released). Spread, the
+    members whose heartbeats are due first (`server_assignors`) hear of it within
+    interval/members. A member on time (most heartbeats) is told the interval itself, and
+    so is one whose heartbeat comes early (within half an interval of the previous one,
+    `heard_ms`: an acknowledgement, or a client that heartbeats at its own pace)."""
+    if (now_ms - heard_ms) * 2 < interval_ms:
+        return interval_ms
+    slot = zlib.crc32(member_id.encode()) % interval_ms
+    late = (now_ms - slot) % interval_ms
+    if late * ON_TIME <= interval_ms or (interval_ms - late) * ON_TIME <= interval_ms:
+        return interval_ms
+    wait = interval_ms - late
+    return wait if wait * 2 >= interval_ms else wait + interval_ms
+
+
+WAITING_MS_PER_MEMBER = 2
+"""A waiting member's heartbeat interval grows by this much per member waiting (see
+`_heartbeat`)."""
 
 
 def _record_bytes(req: ConsumerHeartbeatRequest) -> int:
@@ -556,7 +594,13 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
     target is what a sticky assignor keeps."""
     started = core.work_clock()
     members = [
-        AssignmentMember(m.member_id, subscribed_topics(core, m), m.instance_id, m.target)
+        AssignmentMember(
+            m.member_id,
+            subscribed_topics(core, m),
+            m.instance_id,
+            m.target,
+            _heard_ms(core, group, m),
+        )
         for m in group.members.values()
     ]
     topics: set[str] = set()
@@ -579,13 +623,23 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
 # -- timers and leaving -------------------------------------------------------------------
 
 
+def _session_ms(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int:
+    """The group's consumer session timeout, or a classic member's own (its JoinGroup's)."""
+    if member.classic is not None:
+        return member.classic.session_timeout_ms
+    return group_config(core, group.group_id).group_consumer_session_timeout_ms
+
+
+def _heard_ms(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int:
+    """When the coordinator last heard from the member: its session's start (0: never)."""
+    deadline = core.timers.deadline(session_key(group.group_id, member.member_id))
+    return 0 if deadline is None else deadline - _session_ms(core, group, member)
+
+
 def schedule_session(core: Core, group: ConsumerGroup, member: ConsumerMember) -> None:
     """The member's session starts again: the group's consumer session timeout, or a
     classic member's own (from its JoinGroup)."""
-    if member.classic is not None:
-        timeout = member.classic.session_timeout_ms
-    else:
-        timeout = group_config(core, group.group_id).group_consumer_session_timeout_ms
+    timeout = _session_ms(core, group, member)
     group_id, member_id = group.group_id, member.member_id
 
     def expire(now_ms: int) -> None:
