@@ -180,10 +180,14 @@ class Replicas:
             "--port-file", str(port_file), "--initial-rebalance-delay-ms", "0",
             "--log-level", "WARNING",
         ], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
-        deadline = time.monotonic() + 30
+        # A loaded machine (make test's other workers) may take long to start one.
+        deadline = time.monotonic() + 90
         while not port_file.exists():
-            if self.procs[n].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((self.tmp / f"r{n}.log").read_text()[-3000:])
+            code = self.procs[n].poll()
+            if code is not None or time.monotonic() > deadline:
+                why = f"exited with {code}" if code is not None else "not listening after 90 s"
+                log_text = (self.tmp / f"r{n}.log").read_text()[-3000:]
+                raise RuntimeError(f"replica r{n} {why}; its log:\n{log_text}")
             time.sleep(0.05)
         self.ports[n] = int(port_file.read_text().split()[0])
 

@@ -40,12 +40,15 @@ class Kubectl:
         check: bool = True,
         kubeconfig: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        # kubectl's own --timeout (a delete --wait) gets its time, and half a minute more.
+        waits = [int(a[len("--timeout=") : -1]) for a in args
+                 if a.startswith("--timeout=") and a.endswith("s") and a[10:-1].isdigit()]  # fmt: skip
         result = subprocess.run(
             [str(self.bin / "kubectl"), "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],
             input=input,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=max([60, *(w + 30 for w in waits)]),
             check=False,
         )
         if check and result.returncode != 0:

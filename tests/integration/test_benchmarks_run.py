@@ -76,12 +76,12 @@ def test_failover_runs_on_three_replicas() -> None:
     assert "Taking over a shard with 2,000 committed offsets" in out, out
 
 
-def test_commits_runs_on_every_store_beside_kafka() -> None:
-    out = bench("commits.py", "--groups", "4", "--seconds", "0.5", "--runs", "1")
+def test_commits_runs_on_every_store() -> None:
+    """Without its Kafka peer (make test's time: the heartbeat benchmark's test runs one)."""
+    out = bench("commits.py", "--groups", "4", "--seconds", "0.5", "--runs", "1", kafka=False)
     names = re.findall(r"^(kgroups, [\w ]+?|kafka [\d.]+)\s+[\d,]+\s+[\d,]+\s+[\d.]+\s+[\d.]+$",
                        out, re.MULTILINE)  # fmt: skip
-    assert names[:3] == ["kgroups, SQLite", "kgroups, PostgreSQL x1", "kgroups, PostgreSQL x3"]
-    assert len(names) == 4 and names[3].startswith("kafka "), out
+    assert names == ["kgroups, SQLite", "kgroups, PostgreSQL x1", "kgroups, PostgreSQL x3"], out
 
 
 def test_scale_runs_on_one_and_three_replicas() -> None:
