@@ -35,6 +35,7 @@ from bench.common import (
     KAFKA_LABEL,
     LOAD_CPU,
     SERVER_CPU,
+    START_S,
     Target,
     kafka_broker,
     kgroups_coordinator,
@@ -126,7 +127,7 @@ def kgroups_replicas(count: int) -> Iterator[list[tuple[str, int]]]:
     try:
         for n in range(count):
             replicas.start(n)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_S
         while len(replicas.owners()) < 50 or (
             count > 1 and len(set(replicas.owners().values())) < count
         ):

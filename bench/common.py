@@ -82,6 +82,10 @@ def secured(directory: Path) -> tuple[Security, Path, Path]:
     return Security(pki.ca, "bench", PASSWORD), server.cert, server.key
 
 
+START_S = 90
+"""How long a server (a coordinator, a replica) may take to listen."""
+
+
 @contextlib.contextmanager
 def kgroups_coordinator(*extra: str, secure: bool = False) -> Iterator[Target]:
     """The coordinator pinned to SERVER_CPU; `secure`: its load on a SASL_SSL listener
@@ -108,10 +112,14 @@ def kgroups_coordinator(*extra: str, secure: bool = False) -> Iterator[Target]:
         log = (Path(tmp) / "log").open("wb")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
-            deadline = time.monotonic() + 30
+            # make test's other workers may keep a pinned server from starting for long.
+            deadline = time.monotonic() + START_S
             while not port_file.exists():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((Path(tmp) / "log").read_text())
+                code = proc.poll()
+                if code is not None or time.monotonic() > deadline:
+                    why = f"exited with {code}" if code is not None else f"not up in {START_S} s"
+                    log_text = (Path(tmp) / "log").read_text()
+                    raise RuntimeError(f"the coordinator {why}; its log:\n{log_text}")
                 time.sleep(0.05)
             first, *more = port_file.read_text().split("\n")
             ports = dict(line.split() for line in more if line.strip())

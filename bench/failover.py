@@ -50,6 +50,7 @@ from bench.common import (
     LOAD_CPU,
     ROOT,
     SERVER_CPU,
+    START_S,
     median,
     percentile,
     pin,
@@ -181,11 +182,11 @@ class Replicas:
             "--log-level", "WARNING",
         ], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
         # A loaded machine (make test's other workers) may take long to start one.
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + START_S
         while not port_file.exists():
             code = self.procs[n].poll()
             if code is not None or time.monotonic() > deadline:
-                why = f"exited with {code}" if code is not None else "not listening after 90 s"
+                why = f"exited with {code}" if code is not None else f"not up in {START_S} s"
                 log_text = (self.tmp / f"r{n}.log").read_text()[-3000:]
                 raise RuntimeError(f"replica r{n} {why}; its log:\n{log_text}")
             time.sleep(0.05)
