@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -184,6 +185,7 @@ async def kgroups_rows(args: argparse.Namespace) -> list[Row]:
                                        args.members, args.interval, args.seconds))  # fmt: skip
             finally:
                 replicas.close()
+                shutil.rmtree(tmp, ignore_errors=True)
     finally:
         pg.close()
     return rows
