@@ -185,8 +185,7 @@ def steady(
         group.subscriptions_version,
     ):
         return None  # a topic changed since: the group's epoch may have to move
-    heard = _heard_ms(core, group, member)
-    schedule_session(core, group, member)
+    heard = schedule_session(core, group, member)
     interval = group_config(core, group.group_id).group_consumer_heartbeat_interval_ms
     interval = phased(member.member_id, core.now_ms, interval, heard)
     return ConsumerHeartbeatResponse(
@@ -632,22 +631,31 @@ def _session_ms(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int
 
 def _heard_ms(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int:
     """When the coordinator last heard from the member: its session's start (0: never)."""
-    deadline = core.timers.deadline(session_key(group.group_id, member.member_id))
-    return 0 if deadline is None else deadline - _session_ms(core, group, member)
+    return _heard(core, session_key(group.group_id, member.member_id),
+                  _session_ms(core, group, member))  # fmt: skip
 
 
-def schedule_session(core: Core, group: ConsumerGroup, member: ConsumerMember) -> None:
+def _heard(core: Core, key: str, timeout_ms: int) -> int:
+    deadline = core.timers.deadline(key)
+    return 0 if deadline is None else deadline - timeout_ms
+
+
+def schedule_session(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int:
     """The member's session starts again: the group's consumer session timeout, or a
-    classic member's own (from its JoinGroup)."""
+    classic member's own (from its JoinGroup). When it was last heard from before now
+    (0: never; the hot path's `phased` wants it, at no second lookup)."""
     timeout = _session_ms(core, group, member)
     group_id, member_id = group.group_id, member.member_id
+    key = session_key(group_id, member_id)
+    heard = _heard(core, key, timeout)
 
     def expire(now_ms: int) -> None:
         live = core.consumer_groups.get(group_id)
         if live is not None and member_id in live.members:
             fence(core, live, member_id, RebalanceReason.SESSION_EXPIRED)
 
-    core.timers.schedule(session_key(group_id, member_id), core.now_ms + timeout, expire)
+    core.timers.schedule(key, core.now_ms + timeout, expire)
+    return heard
 
 
 def arm_rebalance_timer(core: Core, group: ConsumerGroup, member: ConsumerMember) -> None:
