@@ -21,12 +21,16 @@ For each group size (--sizes; a topic with 2 partitions per member):
   at one phase of the members' heartbeats, which the group's previous rebalance set, and
   measure that phase (a join exactly two intervals after a rebalance settled waits a whole
   interval for the members that must release partitions, in Kafka as in kgroups);
-* heartbeats/s: every member of a settled group heartbeats back to back, one in flight
-  each (fields not sent are "unchanged", as Java's steady heartbeats), for --seconds;
-  the requests are encoded once and only an answer's error code is read, so that the
-  load generator, on one core, does as little per heartbeat as it can.
+* heartbeats/s: every member of a settled group heartbeats back to back (fields not
+  sent are "unchanged", as Java's steady heartbeats) for --seconds, first one in flight
+  each (as a client sends them: a round trip each, so the figure is bound by the load
+  generator's own round trips as much as by the server), then --window in flight each
+  (the server's capacity, as bench/heartbeats.py measures the classic protocol's); the
+  requests are encoded once and only an answer's error code is read, so that the load
+  generator, on one core, does as little per heartbeat as it can.
 
     python bench/consumer_protocol.py [--sizes 100,1000] [--trials 5] [--seconds 3]
+                                      [--window 16]
 """
 
 from __future__ import annotations
@@ -174,9 +178,10 @@ def settled(members: list[Member], group: Group) -> bool:
 
 
 async def trial(
-    target: Target, size: int, seconds: float, n: int, interval: float
-) -> tuple[float, float, float]:
-    """(leave s, join s, heartbeats/s) for one fresh group of `size` members."""
+    target: Target, size: int, seconds: float, n: int, interval: float, window: int
+) -> tuple[float, float, float, float]:
+    """(leave s, join s, heartbeats/s one in flight, and `window` in flight) for one fresh
+    group of `size` members."""
     draws = random.Random(n)
     host, port = target.host, target.port
     topic = f"cp-{size}-{n}-{uuid.uuid4().hex[:6]}"
@@ -215,8 +220,9 @@ async def trial(
         for m in members:
             m.running = False
         await asyncio.gather(*tasks, return_exceptions=True)
-        rate = await hammer(members, seconds)
-        return leave_s, join_s, rate
+        single = await hammer(members, seconds, 1)
+        windowed = await hammer(members, seconds, window)
+        return leave_s, join_s, single, windowed
     finally:
         for m in members:
             m.running = False
@@ -228,9 +234,9 @@ async def trial(
                 m.conn.transport.close()
 
 
-async def hammer(members: list[Member], seconds: float) -> float:
+async def hammer(members: list[Member], seconds: float, window: int) -> float:
     """Heartbeats answered per second, every member sending its steady heartbeat again the
-    moment the last is answered (one in flight each). The requests are encoded once and
+    moment one is answered, `window` in flight each. The requests are encoded once and
     only the error code of an answer is read: the load generator does as little per
     heartbeat as it can, so that it measures the server."""
     done = errors = 0
@@ -245,8 +251,10 @@ async def hammer(members: list[Member], seconds: float) -> float:
             "topic_partitions": None,
         }))  # fmt: skip
 
+        in_flight = window
+
         def on_frame(payload: bytes) -> None:
-            nonlocal done, errors, left
+            nonlocal done, errors, left, in_flight
             done += 1
             # correlation id, header tagged fields, throttle time, then the error code
             if ERROR.unpack_from(payload, 9)[0] != 0:
@@ -255,6 +263,9 @@ async def hammer(members: list[Member], seconds: float) -> float:
                 assert conn.transport is not None
                 conn.transport.write(frame)
                 return
+            in_flight -= 1
+            if in_flight:
+                return
             conn.on_frame = None
             left -= 1
             if left == 0 and not finished.done():
@@ -262,7 +273,7 @@ async def hammer(members: list[Member], seconds: float) -> float:
 
         conn.on_frame = on_frame
         assert conn.transport is not None
-        conn.transport.write(frame)
+        conn.transport.write(frame * window)
 
     began = now()
     for m in members:
@@ -274,11 +285,12 @@ async def hammer(members: list[Member], seconds: float) -> float:
 
 
 def measure(target: Target, sizes: list[int], trials: int, seconds: float,
-            interval: float) -> dict[int, Any]:  # fmt: skip
+            interval: float, window: int) -> dict[int, Any]:  # fmt: skip
     out: dict[int, Any] = {}
     for size in sizes:
-        runs = [asyncio.run(trial(target, size, seconds, n, interval)) for n in range(trials)]
-        out[size] = tuple(median([r[i] for r in runs]) for i in range(3))
+        runs = [asyncio.run(trial(target, size, seconds, n, interval, window))
+                for n in range(trials)]  # fmt: skip
+        out[size] = tuple(median([r[i] for r in runs]) for i in range(4))
     return out
 
 
@@ -288,13 +300,15 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--interval-ms", type=int, default=500)
+    parser.add_argument("--window", type=int, default=16)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     pin_self(LOAD_CPU)
     interval, every = str(args.interval_ms), args.interval_ms / 1000
     results: dict[str, dict[int, Any]] = {}
     with kgroups_coordinator("--consumer-heartbeat-interval-ms", interval) as target:
-        results["kgroups"] = measure(target, sizes, args.trials, args.seconds, every)
+        results["kgroups"] = measure(target, sizes, args.trials, args.seconds, every,
+                                       args.window)  # fmt: skip
     kafka_settings = {
         "group.consumer.heartbeat.interval.ms": interval,
         "group.consumer.min.heartbeat.interval.ms": interval,
@@ -302,21 +316,26 @@ def main() -> None:
     }
     with kafka_broker(extra=kafka_settings) as broker:
         if broker is not None:
-            results[KAFKA_LABEL] = measure(broker, sizes, args.trials, args.seconds, every)
+            results[KAFKA_LABEL] = measure(broker, sizes, args.trials, args.seconds, every,
+                                               args.window)  # fmt: skip
     print(
         f"\nConsumer protocol (KIP-848): members heartbeat every {args.interval_ms} ms and "
         f"ack at once; 2 partitions per member; median of {args.trials} trials"
     )
-    print(f"{'target':<14}{'members':>8}{'leave s':>10}{'join s':>10}{'heartbeats/s':>14}")
+    w = args.window
+    print(f"{'target':<14}{'members':>8}{'leave s':>10}{'join s':>10}"
+          f"{'hb/s, 1 each':>14}{f'hb/s, {w} each':>15}")  # fmt: skip
     for name, by_size in results.items():
-        for size, (leave_s, join_s, rate) in by_size.items():
-            print(f"{name:<14}{size:>8}{leave_s:>10.3f}{join_s:>10.3f}{rate:>14,.0f}")
+        for size, (leave_s, join_s, single, windowed) in by_size.items():
+            print(f"{name:<14}{size:>8}{leave_s:>10.3f}{join_s:>10.3f}{single:>14,.0f}"
+                  f"{windowed:>15,.0f}")  # fmt: skip
     if KAFKA_LABEL in results:
         for size in sizes:
             ours, theirs = results["kgroups"][size], results[KAFKA_LABEL][size]
             print(
                 f"kgroups / kafka, {size} members: leave {ours[0] / theirs[0]:.2f}, "
-                f"join {ours[1] / theirs[1]:.2f}, heartbeats/s {ours[2] / theirs[2]:.2f}"
+                f"join {ours[1] / theirs[1]:.2f}, heartbeats/s {ours[2] / theirs[2]:.2f} "
+                f"(1 in flight each), {ours[3] / theirs[3]:.2f} ({w} in flight each)"
             )
 
 

@@ -120,6 +120,14 @@ class CoreContext:
             # The running size every join and assignment is checked against is the sum
             # of its members' sizes, whatever happened (max_group_record_bytes).
             assert group.member_bytes == sum(m.record_bytes() for m in group.members.values())
+        for consumer in (
+            getattr(self, "coordinator", None) and self.coordinator.core.consumer_groups.values()
+        ) or ():
+            # A snapshot remakes only the members marked changed: it must be the same as
+            # one made from scratch (a change not marked would be lost on a restart).
+            made = consumer.to_value()
+            fresh = tuple(m._value() for m in consumer.members.values())
+            assert made.members == fresh, consumer.group_id
         return effects
 
     @property

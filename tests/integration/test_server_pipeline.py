@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.consumer_group_heartbeat.v1 import request as cgh
 from kio.schema.heartbeat.v4 import request as hb
 from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.offset_fetch.v8 import request as of
@@ -156,3 +158,39 @@ async def test_a_failed_write_stops_the_coordinator_and_acknowledges_nothing(
     assert fetched.groups[0].topics == ()
     await conn.close()
     await again.stop()
+
+
+async def test_a_heartbeat_sent_again_byte_for_byte_is_answered_for_the_group_as_it_is_now(
+    server: tuple[CoordinatorServer, GatedStore],
+) -> None:
+    """A steady member sends the same bytes with every heartbeat (the server decodes them
+    once per connection): each is still answered as what it asks now, with its own
+    correlation id, and different bytes of the same length are read for what they say."""
+    srv, _ = server
+    await create_topic(srv.port)
+    a = await KafkaConnection.open("127.0.0.1", srv.port)
+    b = await KafkaConnection.open("127.0.0.1", srv.port)
+    ids = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def heartbeat(member: str, epoch: int, join: bool = False) -> Any:
+        fields: dict[str, Any] = {"group_id": "g", "member_id": member, "member_epoch": epoch,
+                                  "topic_partitions": [] if join else None}  # fmt: skip
+        if join:
+            fields |= {"rebalance_timeout": 30_000, "subscribed_topic_names": ["t"]}
+        return build(cgh.ConsumerGroupHeartbeatRequest, fields)
+
+    joined = await a.request(heartbeat(ids[0], 0, join=True))
+    assert joined.error_code is E.none and joined.member_epoch == 2  # Kafka 4.3+'s first
+    steady = heartbeat(ids[0], 2)
+    for _ in range(3):  # the same bytes (but for the correlation id) each time
+        answer = await a.request(steady)
+        assert (answer.error_code, answer.member_epoch) == (E.none, 2)
+    # Same length, one byte apart: an epoch the member is not at.
+    assert (await a.request(heartbeat(ids[0], 7))).error_code is E.fenced_member_epoch
+    assert (await a.request(steady)).error_code is E.none
+    # The group moves on (B joins): A's very same bytes now get the new epoch.
+    assert (await b.request(heartbeat(ids[1], 0, join=True))).error_code is E.none
+    moved = await a.request(steady)
+    assert (moved.error_code, moved.member_epoch) == (E.none, 3)
+    await a.close()
+    await b.close()

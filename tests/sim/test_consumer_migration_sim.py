@@ -57,6 +57,9 @@ class Client:
     processes: int = 0
     join_ref: int | None = None
     sync_ref: int | None = None
+    instance: str | None = None
+    """A static member's instance id: its processes take each other's place, and may roll
+    from one protocol to the other (`roll`)."""
 
 
 class Sim:
@@ -72,6 +75,9 @@ class Sim:
         n = self.rng.randint(2, 5)
         self.clients = [Client(f"c{i}", classic=self.rng.random() < 0.5) for i in range(n)]
         self.clients[0].classic, self.clients[1].classic = True, False  # both kinds
+        for c in self.clients:
+            if self.rng.random() < 0.6:
+                c.instance = f"i-{c.name}"
 
     @property
     def topic_id(self) -> object:
@@ -92,9 +98,15 @@ class Sim:
             rebalance_timeout_ms=60_000 if not c.joined else -1,
             subscribed_topic_names=(TOPIC,) if not c.joined else None,
             owned=((self.topic_id, tuple(sorted(c.owned))),),
+            instance_id=c.instance if not c.joined else None,
         )  # fmt: skip
         answer = self.ctx.reply(self.ctx.send(req, version=1))
         if lose_answer:
+            return
+        if answer.error is ErrorCode.unreleased_instance_id:
+            # Its previous process neither left nor ran out of session yet: Java would
+            # fail; here the new process tries again later.
+            assert c.instance is not None and not c.joined, answer
             return
         if answer.error in FORGET or answer.error is ErrorCode.group_id_not_found:
             # (GROUP_ID_NOT_FOUND: an upgrade refused, e.g. a classic round in flight
@@ -113,7 +125,7 @@ class Sim:
 
     def join(self, c: Client) -> None:
         c.owned, c.joined = set(), False  # eager: everything given up first
-        req = mg.JoinGroupRequest("g", SESSION_MS, 60_000, c.member_id, None, "consumer",
+        req = mg.JoinGroupRequest("g", SESSION_MS, 60_000, c.member_id, c.instance, "consumer",
                                   self._protocols())  # fmt: skip
         c.join_ref, c.sync_ref = self.ctx.send(req, version=9), None
 
@@ -151,8 +163,8 @@ class Sim:
                     (m, encode_assignment(Assignment({TOPIC: tuple(ps)})))
                     for m, ps in shares.items()
                 )
-            req = mg.SyncGroupRequest("g", c.epoch, c.member_id, None, "consumer", "range",
-                                      assignments)  # fmt: skip
+            req = mg.SyncGroupRequest("g", c.epoch, c.member_id, c.instance, "consumer",
+                                      "range", assignments)  # fmt: skip
             c.sync_ref = self.ctx.send(req, version=5)
             return
         if c.sync_ref is not None:
@@ -174,7 +186,7 @@ class Sim:
         if not c.joined:
             self.join(c)
             return
-        code = self.ctx.heartbeat("g", c.member_id, c.epoch)
+        code = self.ctx.heartbeat("g", c.member_id, c.epoch, instance_id=c.instance)
         if code in FORGET:
             c.member_id = ""
             self.join(c)
@@ -200,11 +212,24 @@ class Sim:
         if not (c.alive and c.member_id):
             return
         if c.classic:
-            req = mg.LeaveGroupRequest("g", (mg.LeavingMember(c.member_id),))
+            req = mg.LeaveGroupRequest("g", (mg.LeavingMember(c.member_id, c.instance),))
             self.ctx.send(req, version=5)
         else:
-            self.ctx.send(mn.ConsumerHeartbeatRequest("g", c.member_id, -1), version=1)
+            # A static member leaves for a while (-2: its partitions wait for it).
+            epoch = -1 if c.instance is None else -2
+            self.ctx.send(mn.ConsumerHeartbeatRequest("g", c.member_id, epoch,
+                                                      instance_id=c.instance), version=1)  # fmt: skip
         self.crash(c)
+
+    def roll(self, c: Client) -> None:
+        """A static application rolled to the other protocol: its process stops (without
+        leaving, as static members do) and the next one speaks the other protocol under
+        the same instance id, taking the old member's place (and, the last
+        consumer-protocol member replaced by a classic one, turning the group classic)."""
+        if c.instance is None:
+            return
+        self.crash(c)
+        c.classic, c.alive = not c.classic, True
 
     def crash(self, c: Client) -> None:
         c.alive, c.owned, c.joined, c.member_id = False, set(), False, ""
@@ -213,21 +238,23 @@ class Sim:
     def step(self) -> None:
         c = self.rng.choice(self.clients)
         roll = self.rng.random()
-        if roll < 0.65:
+        if roll < 0.62:
             self.act(c, lose_answer=self.rng.random() < 0.05)
-        elif roll < 0.75:
+        elif roll < 0.72:
             self.ctx.sleep(self.rng.randint(100, 4000))
-        elif roll < 0.8:
+        elif roll < 0.77:
             self.leave(c)
-        elif roll < 0.83:
+        elif roll < 0.8:
             self.crash(c)
-        elif roll < 0.9:
+        elif roll < 0.87:
             c.alive = True  # a new process
-        elif roll < 0.92:
+        elif roll < 0.89:
             self.partitions += 1
             req = mc.CreatePartitionsRequest(((TOPIC, self.partitions),))
             assert self.ctx.reply(self.ctx.send(req, version=3)).results[0].error is ErrorCode.none
-        elif roll < 0.94:
+        elif roll < 0.93:
+            self.roll(c)
+        elif roll < 0.95:
             self.ctx.restart()
             for each in self.clients:  # their connections closed: what they awaited is lost
                 if each.join_ref is not None or each.sync_ref is not None:
@@ -259,11 +286,12 @@ class Sim:
         for c in self.clients:
             c.alive = True
         self.quiet()
-        if self.rng.random() < 0.5:
-            for c in self.clients:
-                if not c.classic:
-                    self.leave(c)
-            self.quiet(fence_the_silent=False)
+        if self.rng.random() < 0.5 and any(c.classic for c in self.clients):
+            leaving = [c for c in self.clients if not c.classic]
+            for c in leaving:
+                self.leave(c)
+            # (A static member's leave keeps its partitions until its session ends.)
+            self.quiet(fence_the_silent=any(c.instance is not None for c in leaving))
 
     def quiet(self, *, fence_the_silent: bool = True) -> None:
         if fence_the_silent:

@@ -48,6 +48,7 @@ class Classic:
     user_data: bytes | None = None
     topics: tuple[str, ...] = ("t",)
     rebalance_ms: int = REBALANCE_MS
+    instance_id: str | None = None
 
     def _protocols(self) -> tuple[mg.Protocol, ...]:
         owned = {t: tuple(sorted(ps)) for t, ps in self.owned.items() if ps}
@@ -58,8 +59,8 @@ class Classic:
     def send_join(self, version: int = 9) -> int:
         if not self.cooperative:
             self.owned = {}
-        req = mg.JoinGroupRequest("g", CLASSIC_SESSION_MS, self.rebalance_ms, self.member_id, None,
-                                  "consumer", self._protocols())  # fmt: skip
+        req = mg.JoinGroupRequest("g", CLASSIC_SESSION_MS, self.rebalance_ms, self.member_id,
+                                  self.instance_id, "consumer", self._protocols())  # fmt: skip
         return self.ctx.send(req, version=version)
 
     def join(self) -> mg.JoinGroupResponse:
@@ -69,7 +70,7 @@ class Classic:
             self.member_id = response.member_id
             response = self.ctx.reply(self.send_join())
         if response.error is ErrorCode.none:
-            self.generation = response.generation_id
+            self.generation, self.member_id = response.generation_id, response.member_id
         return response
 
     def sync(self) -> mg.SyncGroupResponse:
@@ -214,6 +215,98 @@ def test_the_last_consumer_member_leaving_turns_the_group_classic_again(ctx: Con
     leader = ja if ja.leader == a.member_id else jb
     assert leader.members and {m.member_id for m in leader.members} == {a.member_id, b.member_id}
     assert ctx.group("g").state is GroupState.COMPLETING_REBALANCE
+
+
+@pytest.mark.parametrize("topics", [("t",), ("t", "u")], ids=["same", "resubscribed"])
+def test_a_classic_static_member_replacing_the_last_consumer_member_turns_the_group_classic(
+    ctx: Consumers, topics: tuple[str, ...]
+) -> None:
+    """Rolled back: a static application returns to the classic protocol, its new process
+    joining under the instance id its consumer-protocol process had (a static member
+    sends no leave). Kafka turns the group classic at once (KAFKA-19546): the newcomer
+    syncs and holds its predecessor's partitions, and nobody rebalances unless its
+    subscription differs."""
+    ctx.create_topic("u", 2)
+    a, b = classic_group(ctx)
+    c = ctx.join_consumer("C", instance_id="i-c")
+    mine = settle(ctx, c, a, b)
+    epoch = ctx.core.consumer_groups["g"].group_epoch
+    back = Classic(ctx, instance_id="i-c", topics=topics)
+    joined = back.join()
+    assert joined.error is ErrorCode.none, joined
+    assert "g" not in ctx.core.consumer_groups
+    group = ctx.group("g")
+    assert group.generation_id == back.generation == (epoch if topics == ("t",) else epoch + 1)
+    assert set(group.members) == {a.member_id, b.member_id, back.member_id}
+    assert group.static_members == {"i-c": back.member_id}
+    assert session_key("g", "C") not in ctx.core.timers
+    if topics == ("t",):
+        assert back.sync().error is ErrorCode.none
+        assert back.owned == mine
+        for _ in range(4):  # and it stays so: nobody is told to rejoin
+            ctx.sleep(CLASSIC_SESSION_MS // 3)
+            assert [m.heartbeat() for m in (a, b, back)] == [ErrorCode.none] * 3
+            assert ctx.group("g").state is GroupState.STABLE
+        ctx.restart()
+        assert ctx.group("g").state is GroupState.STABLE
+        assert back.heartbeat() is ErrorCode.none
+    else:
+        # It subscribes to more: the classic protocol assigns again, everyone rejoins (as
+        # in Kafka the classic generation is the group epoch, which its join moved: the
+        # others, a generation behind, hear ILLEGAL_GENERATION, and rejoin).
+        assert group.state is GroupState.PREPARING_REBALANCE
+        assert a.heartbeat() is ErrorCode.illegal_generation
+        assert back.sync().error is ErrorCode.rebalance_in_progress
+    everyone = [(t, p) for o in (a.owned, b.owned, back.owned) for t, ps in o.items() for p in ps]
+    assert len(everyone) == len(set(everyone))
+
+
+def test_a_replacement_before_the_group_reached_its_target_rebalances_the_classic_group(
+    ctx: Consumers,
+) -> None:
+    """A left: its partitions are free, and B's new target has one of them, which B would
+    take at its next rejoin. C's process is replaced (rolled back to classic) first: in
+    the classic group B's assignment is what it holds, so that partition would be
+    nobody's; the downgrade therefore rebalances (Kafka's KAFKA-20273: a stale target)."""
+    a, b = classic_group(ctx)
+    c = ctx.join_consumer("C", instance_id="i-c")
+    settle(ctx, c, a, b)
+    assert ctx.leave("g", (a.member_id, None)).error is ErrorCode.none
+    back = Classic(ctx, instance_id="i-c")
+    assert back.join().error is ErrorCode.none
+    classic = ctx.group("g")
+    assert classic.state is GroupState.PREPARING_REBALANCE
+    assert b.heartbeat() in (ErrorCode.rebalance_in_progress, ErrorCode.illegal_generation)
+    # Both rejoin; the leader gives every partition out again, the free ones too.
+    refs = {m.member_id: m.send_join() for m in (b, back)}
+    joined = [ctx.reply(ref) for ref in refs.values()]
+    leader = next(j for j in joined if j.members)
+    shares = {m: encode_assignment(Assignment({"t": tuple(p for p in range(4) if p % 2 == i)}))
+              for i, m in enumerate(sorted(refs))}  # fmt: skip
+    syncs = [ctx.sync("g", m.member_id, leader.generation_id,
+                      shares if m.member_id == leader.leader else None, protocol_name=m.protocol)
+             for m in (b, back)]  # fmt: skip
+    got = [decode_assignment(ctx.reply(r).assignment).partitions["t"] for r in syncs]
+    assert sorted(p for ps in got for p in ps) == [0, 1, 2, 3]
+
+
+def test_a_classic_static_member_replacing_a_consumer_member_among_others_keeps_the_group(
+    ctx: Consumers,
+) -> None:
+    """Only the last consumer-protocol member's replacement turns the group classic; and
+    the `upgrade` policy never does."""
+    a, b = classic_group(ctx)
+    ctx.join_consumer("C", instance_id="i-c")
+    d = ctx.join_consumer("D")
+    assert Classic(ctx, instance_id="i-c").join().error is ErrorCode.none
+    assert "g" in ctx.core.consumer_groups and d.error is ErrorCode.none
+    up = Consumers(CoordinatorConfig(group_initial_rebalance_delay_ms=0,
+                                     group_consumer_migration_policy=MigrationPolicy.UPGRADE))  # fmt: skip
+    up.create_topic("t", 4)
+    classic_group(up)
+    up.join_consumer("C", instance_id="i-c")
+    assert Classic(up, instance_id="i-c").join().error is ErrorCode.none
+    assert "g" in up.core.consumer_groups and "g" not in up.core.groups
 
 
 def test_a_refused_upgrade_changes_nothing(ctx: Consumers) -> None:

@@ -405,9 +405,39 @@ def test_group_configs_set_the_session_and_the_heartbeat_interval(ctx: Consumers
     ctx.assert_timer(session_key("g", "A"), ctx.now_ms + 8000)
     refused = ctx.alter_group_config("g", {"consumer.heartbeat.interval.ms": "8000"})
     assert refused.error is ErrorCode.invalid_config
+    # Changed again: the next heartbeat (the hot path's as the full one's) has the new ones.
+    steady = mn.ConsumerHeartbeatRequest("g", "A", 2)
+    for interval, session in ((1500, 9000), (1000, 9000)):
+        ctx.alter_group_config("g", {"consumer.session.timeout.ms": str(session),
+                                     "consumer.heartbeat.interval.ms": str(interval)})  # fmt: skip
+        heard = ctx.now_ms
+        ctx.sleep(interval)
+        answer = ctx.coordinator.consumer_heartbeat(steady, "client", "/127.0.0.1",
+                                                    now_ms=ctx.now_ms)  # fmt: skip
+        assert answer is not None
+        assert answer.heartbeat_interval_ms == phased("A", ctx.now_ms, interval, heard)
+        ctx.assert_timer(session_key("g", "A"), ctx.now_ms + session)
+        heard = ctx.now_ms
+        ctx.sleep(interval)
+        full = ctx.hb("A", 2).heartbeat_interval_ms
+        assert full == phased("A", ctx.now_ms, interval, heard)
 
 
 # -- durability --------------------------------------------------------------------------
+
+
+def test_what_a_member_says_of_itself_alone_survives_a_restart(ctx: Consumers) -> None:
+    """A heartbeat that changes only the member's metadata (its rebalance timeout, the
+    client it came from) moves nothing, but is persisted all the same."""
+    joined = ctx.join_consumer("A")
+    assert ctx.hb("A", 2, owned=assigned(joined)).error is ErrorCode.none  # Stable
+    assert ctx.core.consumer_groups["g"].state is ConsumerGroupState.STABLE
+    assert ctx.hb("A", 2, rebalance_ms=45_000).error is ErrorCode.none
+    moved = ctx.send(mn.ConsumerHeartbeatRequest("g", "A", 2), host="/10.0.0.9")
+    assert ctx.reply(moved).error is ErrorCode.none
+    ctx.restart()
+    member = ctx.core.consumer_groups["g"].members["A"]
+    assert (member.rebalance_timeout_ms, member.client_host) == (45_000, "/10.0.0.9")
 
 
 def test_a_restart_mid_reconciliation_resumes_where_it_was(ctx: Consumers) -> None:

@@ -15,7 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from kgroups.coordinator.core import Node
 from kgroups.coordinator.limits import PRE_AUTH_MAX_FRAME_BYTES, ConnectionCounts, Limits
@@ -114,6 +114,11 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
+        self._receiving = False
+        """In `data_received`: answers made meanwhile leave in one write at its end."""
+        self.repeat: tuple[bytes, bytes, str, Any] | None = None
+        """The last heartbeat frame (without its correlation id), its client id and its
+        decoded body: a steady member sends the same bytes every time (`server.dispatch`)."""
         self.timers: set[asyncio.TimerHandle] = set()
         self.listener_name = listener.name if listener is not None else ""
         self._principal: object = None
@@ -170,11 +175,16 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buf = self._buffer
-        buf += data
         limit = self.server.max_frame_bytes
         if self.session.principal is None:  # not authenticated yet (Kafka's 512 KiB)
             limit = min(limit, PRE_AUTH_MAX_FRAME_BYTES)
         whole = len(self._frames)
+        if not buf and len(data) >= 4 and SIZE.unpack_from(data, 0)[0] == len(data) - 4 <= limit:
+            # The usual: exactly one whole request (a client waiting for each answer).
+            self._frames.append(data[4:])
+            self._queued_bytes += len(data) - 4
+        else:
+            buf += data
         while len(buf) >= 4:
             (size,) = SIZE.unpack_from(buf, 0)
             if size < 0 or size > limit:
@@ -187,8 +197,13 @@ class Connection(asyncio.Protocol):
             del buf[: 4 + size]
         if len(self._frames) > whole:
             self.last_active = asyncio.get_running_loop().time()
-        self._pump()
-        self._account()
+        self._receiving = True
+        try:
+            self._pump()
+        finally:
+            self._receiving = False
+        if self._out:
+            self._flush()  # answered at once (a heartbeat): no extra turn of the loop
         crowded = len(self._frames) > MAX_QUEUED_FRAMES or self._queued_bytes > MAX_QUEUED_BYTES
         if crowded and not self._paused and self.transport and not self.closed:
             self._paused = True
@@ -263,13 +278,14 @@ class Connection(asyncio.Protocol):
         """Send the answer to the request in flight, then start on the next one.
 
         Answers produced in one turn of the event loop leave in one write (one syscall
-        for a whole pipelined batch), at the end of that turn.
+        for a whole pipelined batch), at the end of that turn, or of `data_received` when
+        they were answered while it read their requests.
         """
         if self.closed or self.transport is None:
             return
         self._out.append(frame)
         self._out_bytes += len(frame)
-        if not self._flush_scheduled:
+        if not self._flush_scheduled and not self._receiving:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
         self._busy = False

@@ -98,12 +98,18 @@ CLUSTER_WRITES = (CreateTopicsRequest, CreatePartitionsRequest, DeleteTopicsRequ
 log = logging.getLogger("kgroups.coordinator")
 
 LISTEN_BACKLOG = 1024
-MAX_CACHED_ANSWERS = 100_000
-"""Encoded steady ConsumerGroupHeartbeat answers kept (one per member, epoch and interval):
-past this many (members come and go) the cache starts again."""
 """Connections the kernel queues before they are accepted (Kafka's
 socket.listen.backlog.size is 50): a burst of reconnecting members after a restart is
 accepted without SYN retries that cost each of them a second or more."""
+MAX_CACHED_ANSWERS = 100_000
+"""Encoded steady ConsumerGroupHeartbeat answers kept (one per member, epoch and interval):
+past this many (members come and go) the cache starts again."""
+REPEATED = frozenset({int(ApiKey.HEARTBEAT), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)})
+"""Requests a client sends again and again with the same bytes (`Connection.repeat`)."""
+MAX_REPEAT_BYTES = 1024
+"""A heartbeat frame up to this size is kept, decoded, by its connection (`Connection.repeat`):
+the next one with the same bytes is not decoded again. A steady heartbeat is under 200
+bytes; a larger one (a ConsumerGroupHeartbeat carrying its subscription) is not repeated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,6 +546,13 @@ class CoordinatorServer:
         if key == ApiKey.SASL_HANDSHAKE or key == ApiKey.SASL_AUTHENTICATE:  # noqa: PLR1714
             self._gate.authenticate(conn, frame)
             return
+        repeat = conn.repeat
+        if repeat is not None and key in REPEATED:
+            rest = frame[8:]  # the same bytes as last time: the same request, decoded
+            if rest == repeat[0] and frame[:4] == repeat[1]:
+                self._admit(conn, key, version, correlation_id, repeat[2], repeat[3],
+                            received, now_ms)  # fmt: skip
+                return
         try:
             request = parse_request(frame, header)
             if key == ApiKey.PRODUCE:
@@ -550,6 +563,8 @@ class CoordinatorServer:
                     conn.complete(refusal)
                 return
             body = decode(key, version, request.body)
+            if key in REPEATED and len(frame) <= MAX_REPEAT_BYTES:
+                conn.repeat = (frame[8:], frame[:4], request.client_id, body)
         except UnsupportedRequest:
             conn.close_after_answers(f"{api_name(key)} v{version} is not served (see ApiVersions)")
             return

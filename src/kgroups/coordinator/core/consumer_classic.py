@@ -31,7 +31,11 @@ from kgroups.coordinator.core.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
 )
-from kgroups.coordinator.core.consumer_migration import metadata_version, subscription_of
+from kgroups.coordinator.core.consumer_migration import (
+    downgrade,
+    metadata_version,
+    subscription_of,
+)
 from kgroups.coordinator.core.context import Core, rebalance_key
 from kgroups.coordinator.core.effects import RebalanceReason
 from kgroups.coordinator.core.group_configs import group_config
@@ -48,7 +52,7 @@ from kgroups.coordinator.core.msg_group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kgroups.coordinator.core.reconciliation import FREE, MemberAssignment, MemberState
+from kgroups.coordinator.core.reconciliation import FREE, MemberState
 from kgroups.protocol.consumer import Assignment, ConsumerProtocolError, encode_assignment
 from kgroups.protocol.errors import ErrorCode, GroupError
 
@@ -101,8 +105,16 @@ def _join(
         m.server_assignor = None
         m.classic = classic
 
+    before = None if replaced is None else (replaced.subscribed_topic_names,
+                                            replaced.subscribed_topic_regex)  # fmt: skip
     ch.apply(core, group, member, replaced, update, owned=owned)
-    _arm(core, group, member, RebalanceReason.SYNC_TIMEOUT)
+    if replaced is not None and replaced.classic is None:
+        # A rolling restart back to the classic protocol: if this member replaced the last
+        # consumer-protocol one, the group is a classic group again.
+        resubscribed = before != (member.subscribed_topic_names, member.subscribed_topic_regex)
+        downgrade(core, group, resubscribed=resubscribed)
+    if core.consumer_groups.get(group.group_id) is group:
+        _arm(core, group, member, RebalanceReason.SYNC_TIMEOUT)
     return JoinGroupResponse(
         generation_id=member.epoch,
         protocol_type=CONSUMER_PROTOCOL_TYPE,
@@ -147,12 +159,7 @@ def _member(
         existing = None if existing_id is None else group.members.get(existing_id)
         if existing is not None:
             # A static member back under a new id takes the old one's place and partitions.
-            current = MemberAssignment(
-                existing.epoch, existing.current.previous_epoch, existing.current.state,
-                existing.current.assigned, existing.current.revoking,
-            )  # fmt: skip
-            heir = ConsumerMember(new_id, current=current, target=dict(existing.target))
-            return heir, existing
+            return ch.successor(existing, new_id), existing
     elif not req.member_id and ctx.api_version >= MEMBER_ID_REQUIRED_FROM:
         raise GroupError(ErrorCode.member_id_required, new_id)
     if len(group.members) >= group_config(core, group.group_id).group_max_size:

@@ -219,6 +219,15 @@ class ConsumerGroup:
     unsettled_since_ms: int | None = None
     """When the group epoch first moved since the group was last Stable (for metrics;
     in memory only)."""
+    values: dict[str, ConsumerMemberValue | None] = field(default_factory=dict)
+    """Member id -> its record as last made, in `members`' order (None: not made yet).
+    `to_value` makes again only the records of the members `stale` names: a group's
+    snapshot is written after every heartbeat that changed one of its members, and
+    remaking a thousand members' records each time made a rebalance of a large group
+    cost as much CPU as its members' heartbeats could bring."""
+    stale: set[str] = field(default_factory=set)
+    """Members changed since the last snapshot: joined, moved (`update_assignment`), given
+    a new target (`set_target`) or new metadata (`touch`)."""
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -272,6 +281,8 @@ class ConsumerGroup:
     def add(self, member: ConsumerMember) -> None:
         self.subscriptions_version += 1
         self.members[member.member_id] = member
+        self.values[member.member_id] = None
+        self.stale.add(member.member_id)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         self._hold(member)
@@ -284,6 +295,8 @@ class ConsumerGroup:
         self.subscriptions_version += 1
         self.unreconciled.discard(member_id)
         self.waiting.discard(member_id)
+        del self.values[member_id]
+        self.stale.discard(member_id)
         if member.instance_id is not None and (
             self.static_members.get(member.instance_id) == member_id
         ):
@@ -297,6 +310,16 @@ class ConsumerGroup:
         member.current = current
         self._hold(member)
         self._track(member)
+        self.stale.add(member.member_id)
+
+    def set_target(self, member: ConsumerMember, target: dict[str, tuple[int, ...]]) -> None:
+        member.target = target
+        self.stale.add(member.member_id)
+
+    def touch(self, member: ConsumerMember) -> None:
+        """`member`'s metadata changed (its record must be made again)."""
+        member.touch()
+        self.stale.add(member.member_id)
 
     def _release(self, member: ConsumerMember) -> None:
         for partitions in (member.current.assigned, member.current.revoking):
@@ -326,10 +349,17 @@ class ConsumerGroup:
             group_epoch=self.group_epoch,
             assignment_epoch=self.assignment_epoch,
             assignment_timestamp_ms=self.assignment_timestamp_ms,
-            members=tuple(m.to_value() for m in self.members.values()),
+            members=self._member_values(),
             metadata_hash=self.metadata_hash,
             owner=self.owner,
         )
+
+    def _member_values(self) -> tuple[ConsumerMemberValue, ...]:
+        values, members = self.values, self.members
+        for member_id in self.stale:
+            values[member_id] = members[member_id].to_value()
+        self.stale.clear()
+        return tuple(values.values())  # type: ignore[arg-type]  # none is None now
 
     @classmethod
     def from_value(cls, group_id: str, v: ConsumerGroupValue) -> ConsumerGroup:

@@ -185,9 +185,15 @@ def steady(
         group.subscriptions_version,
     ):
         return None  # a topic changed since: the group's epoch may have to move
-    heard = schedule_session(core, group, member)
+    timeout = _session_ms(core, group, member)
+    # The session pushed back (the armed timer's action is this member's already).
+    before = core.timers.extend(
+        session_key(group.group_id, member.member_id), core.now_ms + timeout
+    )
+    if before is None:
+        return None  # no session armed, or one that ends later (a shorter timeout now)
     interval = group_config(core, group.group_id).group_consumer_heartbeat_interval_ms
-    interval = phased(member.member_id, core.now_ms, interval, heard)
+    interval = phased(member.member_id, core.now_ms, interval, before - timeout)
     return ConsumerHeartbeatResponse(
         member_id=member.member_id, member_epoch=member.epoch, heartbeat_interval_ms=interval
     )
@@ -368,7 +374,7 @@ def apply(
         group.add(member)
     changed = is_new or member.metadata_key() != metadata
     if changed:
-        member.touch()
+        group.touch(member)
     resubscribed = (member.subscribed_topic_names, member.subscribed_topic_regex) != subscription
     if resubscribed or member.server_assignor != assignor:
         group.subscriptions_version += 1
@@ -537,6 +543,29 @@ def _dynamic_member(
     return member
 
 
+def successor(existing: ConsumerMember, member_id: str) -> ConsumerMember:
+    """A static member back under a new id (either protocol): a copy of the member it
+    replaces, at epoch 0, with its subscription, target and partitions (Kafka's
+    `getOrMaybeSubscribeStaticConsumerGroupMember`); what its request says is applied to
+    it next (a classic member's JoinGroup sets its classic metadata)."""
+    current = MemberAssignment(
+        0, 0, MemberState.STABLE, existing.current.assigned, existing.current.revoking
+    )
+    return ConsumerMember(
+        member_id,
+        existing.instance_id,
+        existing.rack_id,
+        existing.client_id,
+        existing.client_host,
+        existing.subscribed_topic_names,
+        existing.subscribed_topic_regex,
+        existing.rebalance_timeout_ms,
+        existing.server_assignor,
+        current,
+        dict(existing.target),
+    )
+
+
 def _static_member(
     core: Core, group: ConsumerGroup, req: ConsumerHeartbeatRequest, member_id: str
 ) -> tuple[ConsumerMember, ConsumerMember | None]:
@@ -555,24 +584,7 @@ def _static_member(
                 f"Static member {member_id} with instance id {req.instance_id} cannot join "
                 f"the group because the instance id is owned by {existing.member_id} member.",
             )
-        # The new member takes the old one's place: its target and its partitions.
-        current = MemberAssignment(
-            0, 0, MemberState.STABLE, existing.current.assigned, existing.current.revoking
-        )
-        member = ConsumerMember(
-            member_id,
-            req.instance_id,
-            existing.rack_id,
-            existing.client_id,
-            existing.client_host,
-            existing.subscribed_topic_names,
-            existing.subscribed_topic_regex,
-            existing.rebalance_timeout_ms,
-            existing.server_assignor,
-            current,
-            dict(existing.target),
-        )
-        return member, existing
+        return successor(existing, member_id), existing
     if existing is None:
         raise GroupError(ErrorCode.unknown_member_id, f"Instance id {req.instance_id} is unknown.")
     if existing.member_id != member_id:
@@ -611,7 +623,7 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
     for member in group.members.values():
         target = dict(result.get(member.member_id, {}))
         if target != member.target:
-            member.target = target
+            group.set_target(member, target)
     group.assignment_timestamp_ms = core.now_ms
     group.set_assignment_epoch(group.group_epoch)
     took = core.work_clock() - started

@@ -147,10 +147,15 @@ def retire(core: Core, classic: Group) -> None:
     core.timers.cancel(sync_key(classic.group_id))
 
 
-def downgrade(core: Core, group: ConsumerGroup) -> bool:
-    """After a member left: if every member left speaks the classic protocol (and the
-    policy and `group.max.size` allow), the group becomes a classic group again and
-    rebalances. True when it did."""
+def downgrade(core: Core, group: ConsumerGroup, *, resubscribed: bool | None = None) -> bool:
+    """After a member left (`resubscribed` None), or after a classic static member took
+    the place of a consumer-protocol one (Kafka's
+    `validateOnlineDowngradeWithReplacedMember`): if every member now speaks the classic
+    protocol (and the policy and `group.max.size` allow), the group becomes a classic
+    group again. True when it did. It then rebalances, unless a replacement left it as it
+    was: the newcomer subscribed as its predecessor had (`resubscribed` False) and every
+    member holds its target (Kafka's KAFKA-19546 and KAFKA-20273): the newcomer then
+    syncs and gets its predecessor's partitions, and nobody else is disturbed."""
     members = list(group.members.values())
     if not members or any(m.classic is None for m in members):
         return False
@@ -186,18 +191,26 @@ def downgrade(core: Core, group: ConsumerGroup) -> bool:
         )
         core.timers.cancel(session_key(group.group_id, m.member_id))
         core.timers.cancel(rebalance_key(group.group_id, m.member_id))
+    reconciled = group.group_epoch == group.assignment_epoch and all(
+        _holding(m) == {t: ps for t, ps in sorted(m.target.items()) if ps} for m in members
+    )
     classic.protocol_name = classic.select_protocol()
     classic.subscribed_topics = classic.compute_subscribed_topics()
     ownership.put(core, classic)
     rb.persist(core, classic)
     for member in classic.members.values():
         rb.reschedule_heartbeat(core, classic, member)
-    rb.prepare_rebalance(
-        core,
-        classic,
-        "the last consumer-protocol member left: the group is a classic group again",
-        RebalanceReason.PROTOCOL_MIGRATION,
-    )
+    if resubscribed is None:
+        why = "the last consumer-protocol member left: the group is a classic group again"
+    elif resubscribed:
+        why = ("a classic static member with another subscription replaced the last "
+               "consumer-protocol member: the group is a classic group again")  # fmt: skip
+    elif not reconciled:
+        why = ("a classic static member replaced the last consumer-protocol member before "
+               "the group reached its target: the group is a classic group again")  # fmt: skip
+    else:
+        return True
+    rb.prepare_rebalance(core, classic, why, RebalanceReason.PROTOCOL_MIGRATION)
     return True
 
 

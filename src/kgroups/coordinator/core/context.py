@@ -68,6 +68,12 @@ class Core:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     group_configs: dict[str, dict[str, int]] = field(default_factory=dict)
     """group id -> Kafka config name -> override (see `group_configs.py`)."""
+    configs_made: dict[str, tuple[dict[str, int], CoordinatorConfig, CoordinatorConfig]] = field(
+        default_factory=dict
+    )
+    """group id -> (its overrides, the coordinator's config, the two combined): what
+    `group_config` made last, so that a group with overrides (a heartbeat asks twice) does
+    not build its settings again until either changes."""
     topic_names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
     topics_version: int = 0
     """Moves whenever a topic is created, changed or deleted (what consumer groups cache

@@ -77,7 +77,14 @@ def group_config(core: Core, group_id: str) -> CoordinatorConfig:
     overrides = core.group_configs.get(group_id)
     if not overrides:
         return core.config
-    return _with(core.config, overrides)
+    made = core.configs_made.get(group_id)
+    if made is not None and made[1] is core.config and made[0] == overrides:
+        return made[2]
+    if len(core.configs_made) > 2 * len(core.group_configs) + 16:
+        core.configs_made.clear()  # groups whose overrides went: forget, never grow
+    config = _with(core.config, overrides)
+    core.configs_made[group_id] = (dict(overrides), core.config, config)
+    return config
 
 
 def _with(config: CoordinatorConfig, overrides: dict[str, int]) -> CoordinatorConfig:

@@ -52,6 +52,17 @@ class KeyedTimers:
         self._entries[key] = _Entry(deadline_ms, self._seq, key, action)
         heapq.heappush(self._heap, (deadline_ms, self._seq, key))
 
+    def extend(self, key: str, deadline_ms: int) -> int | None:
+        """Move an armed `key` to `deadline_ms`, no earlier than it was, keeping its
+        action (a steady heartbeat pushing its session back): the deadline it had, or
+        None (and nothing changed) when `key` is not armed or would fire earlier."""
+        entry = self._entries.get(key)
+        if entry is None or deadline_ms < entry.deadline_ms:
+            return None
+        before = entry.deadline_ms
+        entry.deadline_ms = deadline_ms
+        return before
+
     def cancel(self, key: str) -> None:
         """Disarm `key`; cancelling an unknown key is a no-op."""
         self._entries.pop(key, None)
