@@ -98,5 +98,5 @@ def test_consumer_protocol_runs() -> None:
     heartbeat and commit benchmarks' tests already); the README's figures are full runs."""
     out = bench("consumer_protocol.py", "--sizes", "10", "--trials", "1", "--seconds", "0.5",
                 kafka=False)  # fmt: skip
-    rows = re.findall(r"^(kgroups)\s+10\s+[\d.]+\s+[\d.]+\s+[\d,]+$", out, re.M)
+    rows = re.findall(r"^(kgroups)\s+10\s+[\d.]+\s+[\d.]+\s+[\d,]+\s+[\d,]+$", out, re.M)
     assert rows == ["kgroups"], out

@@ -19,7 +19,13 @@ from typer.testing import CliRunner
 from kgroups.admin.single import Admin
 from kgroups.cli import app as cli
 from tests.integration.conftest import FAST
-from tests.integration.harness import Coordinator, Member, commit_is_read_back, wait_until
+from tests.integration.harness import (
+    STATIC_SESSION_MS,
+    Coordinator,
+    Member,
+    commit_is_read_back,
+    wait_until,
+)
 from tests.integration.test_consumer_protocol_clients import (
     CONSUMER,
     converged,
@@ -86,6 +92,36 @@ def test_a_java_application_rolls_to_the_consumer_protocol_and_back(
         live[i] = start(f"{name}3")
         wait_until(lambda: converged(live, partitions), 60, f"{name} rolled back to classic")
     assert group_type(coordinator, "roll") == "classic"
+    no_overlap_per_epoch(members)
+
+
+def test_a_static_java_member_rolled_back_to_classic_takes_its_place_and_the_group_with_it(
+    coordinator: Coordinator, members: list[Member]
+) -> None:
+    """Static members (group.instance.id) roll without leaving: the classic process that
+    replaces the last consumer-protocol one takes its place and partitions at once, and
+    the group is a classic group again (Kafka's validateOnlineDowngradeWithReplacedMember);
+    with the same subscription nobody else is disturbed."""
+    partitions = topic(coordinator, "statics", 4)
+
+    def start(name: str, instance: str, *extra: str) -> Member:
+        m = Member("java", coordinator.bootstrap, "statics", ["statics"], client_id=name,
+                   strategy="cooperative-sticky", instance_id=instance,
+                   session_timeout_ms=STATIC_SESSION_MS, extra=extra)  # fmt: skip
+        members.append(m)
+        return m
+
+    a = start("a", "i-a")
+    wait_until(lambda: converged([a], partitions), 60, "a alone")
+    b = start("b", "i-b", *CONSUMER)
+    wait_until(lambda: converged([a, b], partitions), 60, "a classic and b consumer")
+    assert group_type(coordinator, "statics") == "consumer"
+    kept = holding(a)
+    b.kill()  # no leave: a static member's partitions wait for it
+    back = start("b", "i-b")  # the same owner: a new process, the old one is gone
+    wait_until(lambda: converged([a, back], partitions), 60, "b's classic process in its place")
+    assert group_type(coordinator, "statics") == "classic"
+    assert holding(a) == kept  # no rebalance: a kept its partitions and its generation
     no_overlap_per_epoch(members)
 
 

@@ -19,7 +19,8 @@ conversation differs (Kafka's `classicGroup*ToConsumerGroup`):
 * **LeaveGroup** removes the members it names (by member id, or by instance id alone).
 
 A member that fails a timeout is fenced like any member; the last consumer-protocol
-member leaving turns the group back into a classic one (`consumer_migration.downgrade`).
+member leaving, or a classic static member taking its place (an application rolled
+back), turns the group back into a classic one (`consumer_migration.downgrade`).
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ without stopping, so one group holds members of both protocols for a while:
   a member's assignment carries assignor data the server-side assignors would lose (a
   custom assignor).
 * **downgrade**: when the last consumer-protocol member leaves and classic members stay,
-  the group becomes a classic group again (`downgrade`): Stable at the group epoch, then
-  a rebalance so the classic protocol assigns again. Each member's assignment in it is
+  or a classic static member takes its place, the group becomes a classic group again
+  (`downgrade`): Stable at the group epoch, then a rebalance so the classic protocol
+  assigns again (not after a replacement that changed nothing: same subscription, every
+  member at its target). Each member's assignment in it is
   what the member may still be using (its assigned partitions and those it has yet to
   release), where Kafka writes its target: the record is persisted before the rebalance,
   and if the coordinator restarts in between and a consumer-protocol member then joins,
