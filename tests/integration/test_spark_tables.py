@@ -199,7 +199,7 @@ def test_three_apps_write_a_parquet_directory_once_through_kill_and_freezes_on_r
         coordinators.replicas[owner].kill()
         wait_until(lambda: [a.alive() for a in apps] and any(
             o > before.get(p, 0) for p, o in committed(coordinators, "clicks", "clicks").items()),
-            60, "commits through the new owner", poll=1)  # fmt: skip
+            150, "commits through the new owner", poll=1)  # fmt: skip
         wait_until(lambda: "generation" in apps[0].log() and ": batch " in apps[0].log(), 60,
                    "app0 staging", poll=0.005)  # fmt: skip
         apps[0].signal(signal.SIGKILL)  # dies mid-stage
