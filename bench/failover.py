@@ -104,10 +104,18 @@ class Probe:
         raise AssertionError("unreachable")
 
     async def start(self) -> None:
-        conn = await self.locate()
-        self.member = Member(conn, self.group, TOPIC, 0, session_ms=30_000)
-        await self.member.join()
-        assert await self.member.sync(1)
+        for _ in range(5):
+            conn = await self.locate()
+            self.member = Member(conn, self.group, TOPIC, 0, session_ms=30_000)
+            try:
+                await self.member.join()
+                if await self.member.sync(1):
+                    return
+            except ConnectionError:
+                pass  # its coordinator let the group go meanwhile (a lease lost on a
+                # loaded machine closes that replica's connections): find the new one
+            close(conn)
+        raise AssertionError(f"{self.group}: no coordinator kept it long enough to join")
 
     async def run(self, stop: asyncio.Event) -> None:
         member = self.member

@@ -514,7 +514,7 @@ def run(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack) -> No
         apps.append(app)
         stack.callback(app.stop)
     status = wait_for("three apps Stable in the group", 240, cg_is(kube, 3), poll=1)
-    wait_for("every app reading", 60, lambda: all(a.reading.is_set() for a in apps), poll=1)
+    wait_for("every app reading", 180, lambda: all(a.reading.is_set() for a in apps), poll=1)
     kube.show("get", "cg", why="three members split the six partitions")
     # Each app's first write creates or joins the table (Delta's first commit: 30-80 s on a
     # loaded 2-core machine), and one that lost the race to create it writes again.

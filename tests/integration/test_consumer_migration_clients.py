@@ -116,6 +116,10 @@ def test_a_static_java_member_rolled_back_to_classic_takes_its_place_and_the_gro
     b = start("b", "i-b", *CONSUMER)
     wait_until(lambda: converged([a, b], partitions), 60, "a classic and b consumer")
     assert group_type(coordinator, "statics") == "consumer"
+    # Replaced before the coordinator saw b at its target (its acknowledgement in flight
+    # on a loaded machine), the downgrade would rightly rebalance: wait for Stable.
+    wait_until(lambda: describe(coordinator, "statics").group_state == "Stable", 30,
+               "the coordinator to see the group Stable")  # fmt: skip
     kept = holding(a)
     b.kill()  # no leave: a static member's partitions wait for it
     back = start("b", "i-b")  # the same owner: a new process, the old one is gone
