@@ -193,9 +193,6 @@ def downgrade(core: Core, group: ConsumerGroup, *, resubscribed: bool | None = N
         )
         core.timers.cancel(session_key(group.group_id, m.member_id))
         core.timers.cancel(rebalance_key(group.group_id, m.member_id))
-    reconciled = group.group_epoch == group.assignment_epoch and all(
-        _holding(m) == {t: ps for t, ps in sorted(m.target.items()) if ps} for m in members
-    )
     classic.protocol_name = classic.select_protocol()
     classic.subscribed_topics = classic.compute_subscribed_topics()
     ownership.put(core, classic)
@@ -207,13 +204,21 @@ def downgrade(core: Core, group: ConsumerGroup, *, resubscribed: bool | None = N
     elif resubscribed:
         why = ("a classic static member with another subscription replaced the last "
                "consumer-protocol member: the group is a classic group again")  # fmt: skip
-    elif not reconciled:
+    elif not _reconciled(group):
         why = ("a classic static member replaced the last consumer-protocol member before "
                "the group reached its target: the group is a classic group again")  # fmt: skip
     else:
         return True
     rb.prepare_rebalance(core, classic, why, RebalanceReason.PROTOCOL_MIGRATION)
     return True
+
+
+def _reconciled(group: ConsumerGroup) -> bool:
+    """Every member holds its target (asked only after a replacement)."""
+    return group.group_epoch == group.assignment_epoch and all(
+        _holding(m) == {t: ps for t, ps in sorted(m.target.items()) if ps}
+        for m in group.members.values()
+    )
 
 
 def _holding(member: ConsumerMember) -> dict[str, tuple[int, ...]]:
