@@ -612,11 +612,13 @@ def main() -> int:
     parser.add_argument(
         "--session-ms",
         type=int,
-        default=6000,
+        # Not the minimum (6000): a Spark driver on a loaded 2-core machine can miss
+        # 6 s of heartbeats and fall out of the group before the story starts.
+        default=10_000,
         help="the apps' session timeout (the coordinator's minimum is 6000)",
     )
     parser.add_argument(
-        "--freeze-s", type=float, default=12.0, help="how long the second app is frozen"
+        "--freeze-s", type=float, default=20.0, help="how long the second app is frozen"
     )
     parser.add_argument(
         "--keep",
