@@ -179,11 +179,11 @@ def test_a_consumer_protocol_group_keeps_its_epoch_through_the_loss_of_its_repli
     consumers in one group on the replica that is killed; the group's next owner loads it
     with every member's epoch and assignment, gives each a fresh session, and nobody's
     partitions move."""
-    from tests.integration.test_consumer_protocol_clients import (
+    from tests.matrix.test_consumer_protocol_clients import (
         CONSUMER,
         no_overlap_per_epoch,
     )
-    from tests.integration.test_consumer_protocol_clients import (
+    from tests.matrix.test_consumer_protocol_clients import (
         converged as settled,
     )
 

@@ -43,7 +43,7 @@ from tests.integration.harness import (
     wait_converged,
     wait_until,
 )
-from tests.integration.test_consumer_protocol_clients import CONSUMER, converged, holding
+from tests.matrix.test_consumer_protocol_clients import CONSUMER, converged, holding
 
 sys.path.insert(0, str(ROOT / "tools"))
 import kafkatools  # tools/ is not a package

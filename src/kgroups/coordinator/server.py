@@ -70,6 +70,7 @@ from kgroups.coordinator.listeners import (
 from kgroups.coordinator.metrics import CoordinatorMetrics
 from kgroups.coordinator.pipeline import HEAD, OrderedWriter, Pending
 from kgroups.coordinator.security import Security
+from kgroups.coordinator.steady_answers import SteadyAnswers
 from kgroups.coordinator.store import RecordStore, make_store
 from kgroups.coordinator.wire import api_versions_frame, decode, encode, refused_produce
 from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
@@ -101,9 +102,6 @@ LISTEN_BACKLOG = 1024
 """Connections the kernel queues before they are accepted (Kafka's
 socket.listen.backlog.size is 50): a burst of reconnecting members after a restart is
 accepted without SYN retries that cost each of them a second or more."""
-MAX_CACHED_ANSWERS = 100_000
-"""Encoded steady ConsumerGroupHeartbeat answers kept (one per member, epoch and interval):
-past this many (members come and go) the cache starts again."""
 REPEATED = frozenset({int(ApiKey.HEARTBEAT), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)})
 """Requests a client sends again and again with the same bytes (`Connection.repeat`)."""
 MAX_REPEAT_BYTES = 1024
@@ -201,7 +199,7 @@ class CoordinatorServer:
         self._timer_deadline: int | None = None
         self._stopped = asyncio.Event()
         self._heartbeats: dict[tuple[int, int], bytes] = {}
-        self._consumer_heartbeats: dict[tuple[int, str, int, int], bytes] = {}
+        self._consumer_heartbeats = SteadyAnswers()
         """Heartbeat answers by (version, error code), encoded once."""
         self.failure: BaseException | None = None
         self._halting: asyncio.Task[None] | None = None
@@ -650,7 +648,7 @@ class CoordinatorServer:
                             client_id: str, body: ConsumerHeartbeatRequest, received: float,
                             now_ms: int) -> bool:  # fmt: skip
         """The consumer protocol's hot path: a ConsumerGroupHeartbeat that changes nothing,
-        answered from a cache of encoded answers (one per member, epoch and interval);
+        answered from encoded templates (one per member and epoch, `SteadyAnswers`);
         False when it needs `_handle`."""
         coordinator = self.coordinator
         assert coordinator is not None
@@ -664,15 +662,7 @@ class CoordinatorServer:
             return True
         if answer is None:
             return False
-        key = (version, answer.member_id or "", answer.member_epoch, answer.heartbeat_interval_ms)
-        payload = self._consumer_heartbeats.get(key)
-        if payload is None:
-            if len(self._consumer_heartbeats) >= MAX_CACHED_ANSWERS:
-                self._consumer_heartbeats.clear()
-            encoded = encode(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, answer)
-            payload = encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, version, 0, encoded)[8:]
-            self._consumer_heartbeats[key] = payload
-        conn.complete(HEAD.pack(len(payload) + 4, correlation_id) + payload)
+        conn.complete(self._consumer_heartbeats.frame(version, answer, correlation_id))
         assert self._loop is not None
         self.metrics.heartbeat(ErrorCode.none, self._loop.time() - received,
                                "ConsumerGroupHeartbeat")  # fmt: skip

@@ -62,6 +62,7 @@ from kgroups.coordinator.core.msg_consumer import (
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResponse,
     OwnedTopics,
+    SteadyAnswer,
 )
 from kgroups.coordinator.core.msg_group import RequestContext
 from kgroups.coordinator.core.patterns import InvalidPattern, whole_name_matcher
@@ -155,7 +156,7 @@ def validate(req: ConsumerHeartbeatRequest, version: int) -> None:
 
 def steady(
     core: Core, req: ConsumerHeartbeatRequest, client_id: str, client_host: str
-) -> ConsumerHeartbeatResponse | None:
+) -> SteadyAnswer | None:
     """The answer to a heartbeat that changes nothing (most of them: a member at the
     group's assignment epoch with nothing to do, saying nothing new), with its session
     pushed back; None when it needs the whole handling (`handle_consumer_heartbeat`),
@@ -185,18 +186,18 @@ def steady(
         group.subscriptions_version,
     ):
         return None  # a topic changed since: the group's epoch may have to move
-    timeout = _session_ms(core, group, member)
+    config = group_config(core, group.group_id)
+    timeout = (config.group_consumer_session_timeout_ms if member.classic is None
+               else member.classic.session_timeout_ms)  # fmt: skip
     # The session pushed back (the armed timer's action is this member's already).
     before = core.timers.extend(
         session_key(group.group_id, member.member_id), core.now_ms + timeout
     )
     if before is None:
         return None  # no session armed, or one that ends later (a shorter timeout now)
-    interval = group_config(core, group.group_id).group_consumer_heartbeat_interval_ms
-    interval = phased(member.member_id, core.now_ms, interval, before - timeout)
-    return ConsumerHeartbeatResponse(
-        member_id=member.member_id, member_epoch=member.epoch, heartbeat_interval_ms=interval
-    )
+    interval = phased(member.member_id, core.now_ms, config.group_consumer_heartbeat_interval_ms,
+                      before - timeout)  # fmt: skip
+    return SteadyAnswer(member.member_id, member.epoch, interval)
 
 
 # -- the regular heartbeat -----------------------------------------------------------------

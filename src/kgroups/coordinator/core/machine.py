@@ -162,7 +162,7 @@ class GroupCoordinator:
     def consumer_heartbeat(
         self, request: mn.ConsumerHeartbeatRequest, client_id: str, client_host: str, *,
         now_ms: int,
-    ) -> mn.ConsumerHeartbeatResponse | None:  # fmt: skip
+    ) -> mn.SteadyAnswer | None:  # fmt: skip
         """A ConsumerGroupHeartbeat from a connection with nothing to refuse that changes
         nothing: what `handle` would answer, without a context, effects or records; None
         when it needs `handle` (it would change something, or is not served here)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kgroups.protocol.errors import ErrorCode
 
@@ -49,6 +50,22 @@ class ConsumerHeartbeatResponse:
     heartbeat_interval_ms: int = 0
     assignment: tuple[AssignedTopic, ...] | None = None
     """What the member may use now; None: unchanged since it was last told."""
+
+
+class SteadyAnswer(NamedTuple):
+    """The answer to a heartbeat that changed nothing (`consumer_heartbeat.steady`): a
+    ConsumerHeartbeatResponse with no error and no assignment, as a tuple (made thousands
+    of times a second: a frozen dataclass's init cost 5% of the server's time)."""
+
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+
+    def response(self) -> ConsumerHeartbeatResponse:
+        member_id, member_epoch, interval = self
+        return ConsumerHeartbeatResponse(
+            member_id=member_id, member_epoch=member_epoch, heartbeat_interval_ms=interval
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,65 +265,37 @@ def test_a_pattern_subscription_follows_the_topics_that_match_it_whole(
     assert described.subscribed_topic_regex == SENT_REGEX[client]
 
 
-def test_librdkafka_and_java_consumers_share_a_consumer_protocol_group(
-    coordinator: Coordinator, members: list[Member]
+@pytest.mark.parametrize("client", ["confluent", "kgroups"])
+def test_consumers_of_another_kind_and_java_share_a_consumer_protocol_group(
+    coordinator: Coordinator, members: list[Member], client: str
 ) -> None:
-    """librdkafka needs ConsumerGroupHeartbeat v1 exactly and rebalances incrementally;
-    beside a Java member it joins, shares, commits and takes over after a SIGKILL."""
+    """librdkafka (it needs ConsumerGroupHeartbeat v1 exactly) and kgroups'
+    ConsumerProtocolMember (the in-process library), each beside a Java consumer: they
+    join, share, commit at the member epoch, and take over after a SIGKILL (the
+    coordinator fences the silent member when its session ends) and a close (epoch -1)."""
     partitions = topic(coordinator, "mixed", 6)
 
-    def start(client: str, name: str) -> Member:
-        m = Member(client, coordinator.bootstrap, "rd", ["mixed"], client_id=name,
+    def start(kind: str, name: str) -> Member:
+        m = Member(kind, coordinator.bootstrap, "mixed", ["mixed"], client_id=name,
                    extra=CONSUMER)  # fmt: skip
         members.append(m)
         return m
 
-    rd1, java = start("confluent", "rd1"), start("java", "java")
-    first = wait_until(lambda: converged([rd1, java], partitions), 60, "librdkafka and Java")
-    rd2 = start("confluent", "rd2")
-    live = [rd1, java, rd2]
-    second = wait_until(lambda: converged(live, partitions), 60, "a second librdkafka")
+    one, java = start(client, "one"), start("java", "java")
+    first = wait_until(lambda: converged([one, java], partitions), 60, f"{client} and Java")
+    two = start(client, "two")
+    live = [one, java, two]
+    second = wait_until(lambda: converged(live, partitions), 60, f"a second {client} member")
     assert second > first
-    stays_stable(coordinator, "rd", 3, 2.0)
-    commit_is_read_back(rd2, coordinator.bootstrap, "rd", 7)
-    rd1.kill()
-    live.remove(rd1)
-    wait_until(lambda: converged(live, partitions), 40, "the others after librdkafka's kill")
-    rd2.close()
-    live.remove(rd2)
+    stays_stable(coordinator, "mixed", 3, 2.0)
+    commit_is_read_back(two, coordinator.bootstrap, "mixed", 7)
+    one.kill()
+    live.remove(one)
+    wait_until(lambda: converged(live, partitions), 40, f"the others after {client}'s kill")
+    two.close()
+    live.remove(two)
     wait_until(lambda: converged(live, partitions), 30, "Java alone after a close")
-    no_overlap_per_epoch([rd1, java, rd2])
-
-
-def test_kgroups_own_members_speak_the_consumer_protocol_beside_java(
-    coordinator: Coordinator, members: list[Member]
-) -> None:
-    """kgroups' ConsumerProtocolMember (in-process library) in one group with a Java
-    consumer: they share, commit at the member epoch, and take over after a SIGKILL (the
-    coordinator fences the silent member when its session ends) and a close (epoch -1)."""
-    partitions = topic(coordinator, "own", 6)
-
-    def start(client: str, name: str) -> Member:
-        m = Member(client, coordinator.bootstrap, "own", ["own"], client_id=name,
-                   extra=CONSUMER)  # fmt: skip
-        members.append(m)
-        return m
-
-    k1, java = start("kgroups", "k1"), start("java", "java")
-    first = wait_until(lambda: converged([k1, java], partitions), 60, "kgroups and Java")
-    k2 = start("kgroups", "k2")
-    live = [k1, java, k2]
-    second = wait_until(lambda: converged(live, partitions), 60, "a second kgroups member")
-    assert second > first
-    stays_stable(coordinator, "own", 3, 2.0)
-    commit_is_read_back(k2, coordinator.bootstrap, "own", 13)
-    k1.kill()
-    live.remove(k1)
-    wait_until(lambda: converged(live, partitions), 40, "the others after kgroups' kill")
-    k2.close()
-    live.remove(k2)
-    wait_until(lambda: converged(live, partitions), 30, "Java alone after a close")
-    no_overlap_per_epoch([k1, java, k2])
+    no_overlap_per_epoch([one, java, two])
 
 
 def test_franz_go_consumers_with_the_server_side_balancer(

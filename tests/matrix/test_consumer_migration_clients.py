@@ -26,7 +26,7 @@ from tests.integration.harness import (
     commit_is_read_back,
     wait_until,
 )
-from tests.integration.test_consumer_protocol_clients import (
+from tests.matrix.test_consumer_protocol_clients import (
     CONSUMER,
     converged,
     describe,
