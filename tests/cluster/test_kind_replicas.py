@@ -167,7 +167,7 @@ class Watch:
             time.sleep(0.5)
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
-    def commits_went_on(self, timeout: float = 90) -> None:
+    def commits_went_on(self, timeout: float = 180) -> None:
         """Every partition committed past where it was when the watch began (read from
         the operator's status, which polls the group's owner)."""
 
@@ -213,7 +213,7 @@ def test_the_pod_owning_a_busy_group_deleted_rebalances_nobody(replicated: KindC
     owner = owner_pod(status)
     watch = Watch(replicated, status)
     replicated.k("delete", "pod", owner, "--wait=false")
-    watch.until(lambda: owner_pod(billing(replicated)) != owner, 60, "billing on another replica")
+    watch.until(lambda: owner_pod(billing(replicated)) != owner, 120, "billing on another replica")
     watch.commits_went_on()
     watch.until(lambda: balanced(replicated, 3), 180, f"{owner} back and the shards rebalanced")
     assert_pods_split(replicated, PARTITIONS)
@@ -235,7 +235,7 @@ def test_the_statefulset_rolled_rebalances_nobody(replicated: KindCluster) -> No
         )
 
     watch.until(rolled, 300, "the coordinators rolled")
-    watch.until(lambda: balanced(replicated, 3), 60, "the shards spread again")
+    watch.until(lambda: balanced(replicated, 3), 180, "the shards spread again")
     watch.commits_went_on()
     assert not before & uids(replicated)  # every pod replaced, billing's owner among them
     assert_pods_split(replicated, PARTITIONS)
