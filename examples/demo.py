@@ -568,7 +568,11 @@ def run(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack) -> No
     )
     woken = time.monotonic()
     status = wait_for(
-        "the woken app to rejoin", 120, cg_is(kube, 2, newer_than=status["generation"])
+        # The survivor first finishes the batches on the partitions it gives back (on a
+        # loaded machine a Delta write can take minutes).
+        "the woken app to rejoin",
+        300,
+        cg_is(kube, 2, newer_than=status["generation"]),
     )
     kube.show(
         "get",

@@ -80,3 +80,19 @@ class Tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def wait_set(event: asyncio.Event, seconds: float) -> bool:
+    """Wait up to `seconds` for `event`: whether it was set.
+
+    Not `asyncio.wait_for(event.wait(), ...)`: on Python 3.11 a cancellation that arrives
+    as the event is set is swallowed (wait_for returns the result; fixed in 3.12). A loop
+    pausing that way (a member's heartbeat loop woken at the moment it is stopped) then
+    never sees its cancellation, and whoever awaits the cancelled task waits forever: a
+    member's close() hung for 15 minutes under load."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

@@ -68,7 +68,15 @@ def test_spark_delta_runs_beside_structured_streaming() -> None:
 
 def test_failover_runs_on_three_replicas() -> None:
     out = bench(
-        "failover.py", "--trials", "1", "--lease-ttl", "2", "--history", "2000", kafka=False
+        "failover.py",
+        "--trials",
+        "1",
+        "--lease-ttl",
+        "2",
+        "--history",
+        "2000",
+        kafka=False,
+        timeout=420,  # 60 s alone; past 300 s once beside make test's heaviest tests
     )
     rows = re.findall(r"^(graceful|kill) \(SIG\w+\)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)\s+20$", out,
                       re.MULTILINE)  # fmt: skip

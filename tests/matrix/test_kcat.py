@@ -180,7 +180,8 @@ def test_kcat_consumer_reaches_the_end_of_every_partition_and_exits(
         assert sorted(ends) == ["0", "1", "2", "3"], done.stderr
         assert ends["0"] == str(end_of_c0) and ends["1"] == "0", done.stderr
         assert ": exiting" in done.stderr and done.stdout == ""
-        assert took < 10, f"kcat {args} took {took:.1f}s to reach the end"
+        # Not a timeout's wait (30 s kills it); a loaded machine took 14.8 s once.
+        assert took < 20, f"kcat {args} took {took:.1f}s to reach the end"
 
 
 def test_kcat_queries_offsets_for_times(coordinator: Coordinator, kcat: str) -> None:

@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-from kgroups.tasks import Tasks
+from kgroups.tasks import Tasks, wait_set
 
 
 async def test_a_task_is_named_after_its_owner_and_kept_until_done() -> None:
@@ -87,3 +87,32 @@ async def test_cancel_can_keep_one_task() -> None:
     tasks.cancel(keep=kept)
     await asyncio.sleep(0.1)
     assert other.cancelled() and kept.done() and not kept.cancelled()
+
+
+async def test_wait_set_says_whether_the_event_came_in_time() -> None:
+    event = asyncio.Event()
+    assert not await wait_set(event, 0.01)
+    asyncio.get_running_loop().call_later(0.01, event.set)
+    assert await wait_set(event, 5)
+
+
+async def test_a_pause_stopped_as_its_event_is_set_is_stopped() -> None:
+    """A loop pausing on an event, cancelled at the moment the event is set, must see the
+    cancellation (asyncio.wait_for on 3.11 returns instead, and the loop runs forever)."""
+    event = asyncio.Event()
+    turns = 0
+
+    async def loop() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await wait_set(event, 10)
+            event.clear()
+
+    task = asyncio.create_task(loop())
+    await asyncio.sleep(0)  # paused
+    event.set()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(asyncio.shield(task), 1)
+    assert task.cancelled() and turns == 1

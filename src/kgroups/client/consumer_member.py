@@ -73,6 +73,7 @@ from kgroups.protocol.client import Connector
 from kgroups.protocol.errors import ErrorCode
 from kgroups.protocol.groups import COORDINATOR, MEMBER
 from kgroups.security.client import ClientSecurity
+from kgroups.tasks import wait_set
 
 log = logging.getLogger(__name__)
 
@@ -383,8 +384,7 @@ class ConsumerProtocolMember:
     async def _pause(self, seconds: float) -> None:
         """Up to `seconds`, less if woken (a reconciliation changed what it owns, or
         woke it meanwhile)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+        await wait_set(self._wake, seconds)
         self._wake.clear()
 
     async def _assign(self, assigned: Sequence[Any]) -> None:

@@ -113,6 +113,7 @@ from kgroups.protocol.responses import (
     SyncGroupResponse,
 )
 from kgroups.security.client import ClientSecurity
+from kgroups.tasks import wait_set
 
 log = logging.getLogger(__name__)
 
@@ -548,8 +549,7 @@ class GroupMember:
 
     async def _pause(self, seconds: float) -> None:
         """Back off, unless a loss or failure needs handling first."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._urgent.wait(), seconds)
+        await wait_set(self._urgent, seconds)
 
     async def _heartbeat_loop(self) -> None:
         loop = asyncio.get_running_loop()

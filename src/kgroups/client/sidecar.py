@@ -70,6 +70,7 @@ from kgroups.client.member import GroupMember, Partitions
 from kgroups.exposition import HttpEndpoints, metrics_route, probe_route
 from kgroups.files import write_atomically
 from kgroups.protocol.consumer import partitions_by_topic
+from kgroups.tasks import wait_set
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,8 @@ class Sidecar:
         try:
             if self.revoke_timeout is None:
                 await self._acked.wait()
-            else:
-                await asyncio.wait_for(self._acked.wait(), self.revoke_timeout)
+            elif not await wait_set(self._acked, self.revoke_timeout):
+                raise TimeoutError
         except TimeoutError:
             if self.http is not None:
                 log.warning(

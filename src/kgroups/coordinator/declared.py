@@ -26,7 +26,7 @@ from typing import Any
 
 from kgroups.claims import Claim, claim_of, kafka_name, owner
 from kgroups.coordinator.kubeapi import KubeApi, KubeApiError, WatchExpired
-from kgroups.tasks import Tasks
+from kgroups.tasks import Tasks, wait_set
 
 log = logging.getLogger("kgroups.coordinator.declared")
 
@@ -77,11 +77,7 @@ class DeclaredNames:
         return self._ready.is_set()
 
     async def wait_ready(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_set(self._ready, timeout_s)
 
     def locate(self, kind: Kind, name: str) -> Declaration | None:
         return owner(d for kafka, d in self._by_uid[kind].values() if kafka == name)

@@ -81,6 +81,7 @@ from kgroups.spark.metrics import LoopStats, SparkMetrics
 from kgroups.spark.plan import Reset, next_batch, reset_time, start_offset
 from kgroups.spark.sinks import IdempotentSink, OutboxSink, Process, Sink, StagedSink
 from kgroups.spark.sources import Partitioned, Source, Timed
+from kgroups.tasks import wait_set
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -323,8 +324,7 @@ class BatchLoop:
                 wait = min(self.poll_interval * 2 ** min(self._unknown, 10), MAX_BACKOFF)
             elif progress.published or progress.dropped:
                 continue
-            with contextlib.suppress(TimeoutError):  # nothing new to read (or closing)
-                await asyncio.wait_for(self.stopping.wait(), wait)
+            await wait_set(self.stopping, wait)  # nothing new to read (or closing)
 
     async def _turn_and_takeovers(self) -> Progress | None:
         """One turn, and beside it a takeover turn whenever partitions are assigned to
