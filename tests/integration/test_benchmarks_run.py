@@ -12,10 +12,14 @@ under bench/spark_delta.py here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -23,16 +27,48 @@ from tests.integration.harness import ROOT
 
 
 def bench(script: str, *args: str, kafka: bool = True, timeout: float = 300) -> str:
-    env = dict(os.environ)
+    """Run bench/`script`; its output. Past `timeout` it is stopped with everything it
+    started, and the test fails with what it printed."""
+    tag = uuid.uuid4().hex
+    env = {**os.environ, TAG: tag}
     if not kafka:
         env["KGROUPS_BENCH_NO_KAFKA"] = "1"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)  # fmt: skip
-    assert done.returncode == 0, (
-        f"bench/{script} failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-    )
-    return done.stdout
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)  # its finally blocks stop what they started
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        _kill_tagged(tag)
+        raise AssertionError(
+            f"bench/{script} took over {timeout:.0f} s:\n{out[-3000:]}\n{err[-5000:]}"
+        ) from None
+    assert proc.returncode == 0, f"bench/{script} failed:\n{out[-3000:]}\n{err[-5000:]}"
+    return out
+
+
+TAG = "KGROUPS_BENCH_RUN"
+"""An environment variable every process a benchmark starts inherits: what is left of one
+stopped at its timeout is found by it (pg_ctl puts PostgreSQL in a session of its own, out
+of reach of the benchmark's process group)."""
+
+
+def _kill_tagged(tag: str) -> None:
+    mark = f"{TAG}={tag}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if mark in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def test_heartbeats_runs_on_both_listeners_beside_kafka() -> None:
