@@ -131,7 +131,7 @@ def through(cluster: Cluster, members: list[Member], outage: Callable[[str], Non
     for group in stable.values():
         members.extend(group)
     generations = {
-        name: wait_until(lambda g=group: converged(g, partitions), 150, f"{name} to converge")
+        name: wait_until(lambda g=group: converged(g, partitions), 240, f"{name} to converge")
         for name, group in stable.items()
     }
     groups = cluster.names("on", 4, on=hit) + cluster.names("off", 4, on=hit, on_it=False)
