@@ -136,10 +136,7 @@ class Sidecar:
         try:
             if self.revoke_timeout is None:
                 await self._acked.wait()
-            elif not await wait_set(self._acked, self.revoke_timeout):
-                raise TimeoutError
-        except TimeoutError:
-            if self.http is not None:
+            elif not await wait_set(self._acked, self.revoke_timeout) and self.http is not None:
                 log.warning(
                     "the application did not acknowledge revoking %s within %.1f s; "
                     "releasing them anyway (--revoke-timeout-ms)",

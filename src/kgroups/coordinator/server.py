@@ -199,8 +199,8 @@ class CoordinatorServer:
         self._timer_deadline: int | None = None
         self._stopped = asyncio.Event()
         self._heartbeats: dict[tuple[int, int], bytes] = {}
-        self._consumer_heartbeats = SteadyAnswers()
         """Heartbeat answers by (version, error code), encoded once."""
+        self._consumer_heartbeats = SteadyAnswers()
         self.failure: BaseException | None = None
         self._halting: asyncio.Task[None] | None = None
         self.metrics = CoordinatorMetrics(

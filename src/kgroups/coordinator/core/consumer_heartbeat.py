@@ -38,6 +38,7 @@ from collections.abc import Callable, Collection, Mapping
 from kgroups.coordinator.core import consumer_migration as migration
 from kgroups.coordinator.core import ownership
 from kgroups.coordinator.core.authz import group_allowed, topic_allowed
+from kgroups.coordinator.core.config import CoordinatorConfig
 from kgroups.coordinator.core.consumer_group import (
     DEFAULT_ASSIGNORS,
     LEAVE_EPOCH,
@@ -187,8 +188,7 @@ def steady(
     ):
         return None  # a topic changed since: the group's epoch may have to move
     config = group_config(core, group.group_id)
-    timeout = (config.group_consumer_session_timeout_ms if member.classic is None
-               else member.classic.session_timeout_ms)  # fmt: skip
+    timeout = _session_timeout(config, member)
     # The session pushed back (the armed timer's action is this member's already).
     before = core.timers.extend(
         session_key(group.group_id, member.member_id), core.now_ms + timeout
@@ -637,9 +637,14 @@ def compute_target(core: Core, group: ConsumerGroup) -> None:
 
 def _session_ms(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int:
     """The group's consumer session timeout, or a classic member's own (its JoinGroup's)."""
+    return _session_timeout(group_config(core, group.group_id), member)
+
+
+def _session_timeout(config: CoordinatorConfig, member: ConsumerMember) -> int:
+    """`_session_ms` with the group's settings in hand (the hot path reads them once)."""
     if member.classic is not None:
         return member.classic.session_timeout_ms
-    return group_config(core, group.group_id).group_consumer_session_timeout_ms
+    return config.group_consumer_session_timeout_ms
 
 
 def _heard_ms(core: Core, group: ConsumerGroup, member: ConsumerMember) -> int:
