@@ -5,7 +5,7 @@ cannot share a worker's neighbours is placed here (`pytest_collection_modifyitem
 kind cluster's tests on one worker, in order; the e2e tier on two (a control plane
 each); a module whose fixtures outlive a test (a module-scoped coordinator, a broker) on
 one worker, so they are set up once; tests that measure latency beside an attack
-(`alone`) after the others, by themselves.
+and the demo's whole story (`alone`) after the others, by themselves.
 
 Every coroutine test runs under `_no_leaked_tasks`: a task it (or its fixtures) started and
 left running fails it, by name, as kopf's own tests do (a task nobody keeps is work nobody
@@ -59,11 +59,16 @@ ALONE = (
     "tests/integration/test_hostile.py",
     "tests/integration/test_abuse.py",
     "tests/integration/test_wire_fuzz.py",
+    "tests/e2e/test_demo.py",
 )
 """They time another group's heartbeats during an attack (p99 under 500 ms; under 1 s
 beside the wire fuzzer) and compare answer times: what they measure is the coordinator,
 not the machine's other work (beside make test's other workers the fuzzer's victim once
-saw a 4-s p99, every heartbeat of one stretch waiting on the machine)."""
+saw a 4-s p99, every heartbeat of one stretch waiting on the machine). The demo joins
+them: its three Spark applications are timed against 10-s sessions through a kill and a
+freeze, and beside the parallel run their drivers missed heartbeats (one run's story lost
+two applications in its first minute and timed out); it is also the heaviest test there
+(three JVMs, 400-640 s beside the other workers, about 150 s alone)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -75,7 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     times = Path(str(config.rootpath)) / str(config.getoption("--test-times"))
     config.pluginmanager.register(TierSummary(times), "kgroups-tier-summary")
     config.addinivalue_line(
-        "markers", "alone: run by itself after the parallel run (it measures latency)"
+        "markers",
+        "alone: run by itself after the parallel run (it measures latency or times sessions)",
     )
 
 
@@ -101,7 +107,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-E2E_FIRST_HALF = ("test_demo.py", "test_chart.py", "test_serviceaccount_tokens.py")
+E2E_FIRST_HALF = ("test_chart.py", "test_serviceaccount_tokens.py", "test_operator.py")
 """The e2e tier on two workers, about half its time each: a worker starts its own control
 plane (etcd, kube-apiserver, controller manager), which keeps using CPU while it runs."""
 
