@@ -186,6 +186,9 @@ class Member:
                 continue
             if code == 27:  # REBALANCE_IN_PROGRESS
                 continue
+            if code == 25 and self.member_id:  # UNKNOWN_MEMBER_ID: the id it was given is
+                self.member_id = ""  # gone (its group moved to another coordinator, or
+                continue  # expired before it came back); a Kafka client joins afresh
             if code in (14, 15):  # coordinator loading / not available
                 await asyncio.sleep(0.1)
                 continue
