@@ -2,7 +2,7 @@
 
 `KGROUPS_MEMBER_SIM_SEED=n` replays one seed (what a failure prints; run with
 PYTHONHASHSEED=0, as `make test` does, for the same schedule); `KGROUPS_MEMBER_SIM_SEEDS=n`
-sets how many seeds a run takes (default 1000, about half a minute alone) and
+sets how many seeds a run takes (default 1000, about two minutes alone) and
 `KGROUPS_MEMBER_SIM_FIRST=n` where they start (default 0): `make test` runs the same
 seeds every time, and a search elsewhere is one command. Seeds such a search found
 failing stay in `FOUND`, run every time.
