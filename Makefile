@@ -34,8 +34,8 @@ lint: install
 
 # Most tests wait on timers and processes, so more workers than cores: four on this
 # 2-core machine (TEST_WORKERS=0 runs everything in one process). The kind cluster's tests
-# share a worker, in order; tests marked `alone` (they time latency beside an attack, and
-# the demo's story times its Spark apps' sessions) run afterwards by themselves. Each run ends with its slowest tests, its time per tier and
+# share a worker, in order; tests marked `alone` (they time latency beside an attack; the
+# demo and the Spark tests run three JVMs at a time) run afterwards by themselves. Each run ends with its slowest tests, its time per tier and
 # the tests that ended last (tests/tiers.py).
 TEST_WORKERS ?= 4
 test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresql

@@ -4,8 +4,9 @@
 cannot share a worker's neighbours is placed here (`pytest_collection_modifyitems`): the
 kind cluster's tests on one worker, in order; the e2e tier on two (a control plane
 each); a module whose fixtures outlive a test (a module-scoped coordinator, a broker) on
-one worker, so they are set up once; tests that measure latency beside an attack
-and the demo's whole story (`alone`) after the others, by themselves.
+one worker, so they are set up once; tests that measure latency beside an attack, the
+demo's whole story and the Spark applications' tests (`alone`) after the others, by
+themselves.
 
 Every coroutine test runs under `_no_leaked_tasks`: a task it (or its fixtures) started and
 left running fails it, by name, as kopf's own tests do (a task nobody keeps is work nobody
@@ -90,17 +91,20 @@ SPARK = (
     "tests/integration/test_spark_pipeline.py",
     "tests/integration/test_benchmarks_run.py::test_spark_delta",
 )
-"""Tests that run several Spark applications each: one worker runs them one after the
-other. On two cores, side by side, each took twice as long or more (three at once: 385,
-288 and 268 s against 217, 100 and 93 s) and one timed out; started together first, they
-made the whole run two minutes longer."""
+"""Tests that run several Spark applications each (and a Kafka broker, for some): they run
+after the parallel run, by themselves, one after the other (`alone`). On two cores, side
+by side, each took twice as long or more (three at once: 385, 288 and 268 s against 217,
+100 and 93 s) and one timed out; on one worker of the parallel run, in order, they took
+16 minutes and still timed out beside the rest (a broker not up in 90 s, a growing topic's
+new partitions not read in 240 s), while their three JVMs at a time slowed every other
+worker's timed steps (the operator's status, sessions)."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names items by them)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = item.nodeid.split("::")[0]
-        if path.startswith(ALONE):
+        if path.startswith(ALONE) or item.nodeid.startswith(SPARK):
             item.add_marker(pytest.mark.alone)
         group = _worker_group(item, path)
         if group is not None:
@@ -117,8 +121,6 @@ minutes): it starts beside make test's heaviest setups, and the operator's timed
 def _worker_group(item: pytest.Item, path: str) -> str | None:
     if path.startswith("tests/cluster/"):
         return "cluster"
-    if item.nodeid.startswith(SPARK):
-        return "spark"
     if path.startswith("tests/e2e/"):
         return "e2e-1" if path.endswith(E2E_FIRST_HALF) else "e2e-2"
     info = getattr(item, "_fixtureinfo", None)

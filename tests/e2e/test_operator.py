@@ -281,12 +281,14 @@ def test_retain_leaves_the_group_and_its_offsets_on_the_coordinator(
     cp.kubectl("apply", "-n", ns, "-f", "-", input=retained)
     wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
                20, "the group registered", poll=0.2)  # fmt: skip
+    wait_until(lambda: cp.get("kt", "orders", ns).get("status", {}).get("partitions") == 6,
+               60, "the topic on the coordinator", poll=0.2)  # fmt: skip
     # A session no loaded machine's pause ends: the group must still be Stable with this
     # member after the resource is gone.
     member = Member("kafka-python", coordinator.bootstrap, "billing", ["orders"],
                     client_id="kp", session_timeout_ms=30_000)  # fmt: skip
     members.append(member)
-    member.wait_event("assigned", timeout=30)
+    member.wait_event("assigned", timeout=60)
     member.send("commit 7")
     member.wait_event("committed", timeout=20)
     wait_until(lambda: _cg(cp, ns)["status"].get("offsets"), 30, "offsets in status")
@@ -318,7 +320,7 @@ def test_all_namespaces_follows_namespaces_created_after_it_started(
                        f"metadata: {{name: {ns}}}\nspec: {{partitions: 2}}\n")  # fmt: skip
         for ns in ("late-a", "late-b"):
             wait_until(lambda n=ns: cp.get("kt", n, n).get("status", {}).get("partitions") == 2,
-                       30, f"the Topic in {ns}", poll=0.2)  # fmt: skip
+                       90, f"the Topic in {ns}", poll=0.2)  # fmt: skip
     finally:
         for ns in ("late-a", "late-b"):
             cp.kubectl("delete", "kt", ns, "-n", ns, "--timeout=20s", check=False)
