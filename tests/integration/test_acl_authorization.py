@@ -22,6 +22,7 @@ from kafka.admin import NewTopic
 from kafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.structs import OffsetAndMetadata
 
+from kgroups.files import write_atomically
 from tests.integration.conftest import FAST
 from tests.integration.harness import (
     Coordinator,
@@ -40,7 +41,11 @@ ALICE_RULES: list[dict[str, Any]] = [
 
 
 def write_acls(path: Path, rules: list[dict[str, Any]]) -> None:
-    path.write_text(yaml.safe_dump({"superUsers": ["User:admin"], "acls": rules}))
+    """Atomically, as a mounted ConfigMap changes: a reload that read the file between
+    write_text's truncation and its write once installed an empty ACL file (deny all,
+    and "reloaded" in the log the test waits for)."""
+    data = yaml.safe_dump({"superUsers": ["User:admin"], "acls": rules}).encode()
+    write_atomically(path, data)
 
 
 @pytest.fixture(scope="module")

@@ -159,6 +159,8 @@ def scraped_vocabulary(workdir: Path, samples: int = 3) -> Iterator[Prometheus]:
     """A Prometheus scraping a FakeExporter every second (no namespace label, as outside
     Kubernetes), once it holds `samples` scrapes: enough for rate() over 4s."""
     with fake_exporter() as (_, address), Prometheus(workdir, {"kgroups": [address]}) as prom:
-        prom.targets()
+        # A scrape answers within Prometheus' 1-s timeout alone in 50 ms; beside make
+        # test's other workers every scrape of one 30-s stretch ran out.
+        prom.targets(timeout=90)
         prom.wait_for(f"count_over_time(kgroups_connections[1m]) >= {samples}", timeout=30)
         yield prom
