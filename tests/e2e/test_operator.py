@@ -380,7 +380,7 @@ def test_the_operators_metrics_count_its_work_and_its_failures(
         cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
         cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
         wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers",
-                   30, "the group's status", poll=0.5)  # fmt: skip
+                   60, "the group's status", poll=0.5)  # fmt: skip
         seen = _operator_metrics(port)
         cg, kt = (("kind", "ConsumerGroup"),), (("kind", "Topic"),)
         assert seen["kgroups_operator_watched_objects", cg] == 1

@@ -267,17 +267,18 @@ def test_kgroups_member_rereads_its_token_file_and_keeps_its_generation(
 ) -> None:
     """A projected token is rewritten by the kubelet before it expires: kgroups' member
     reads the file at every re-authentication (KIP-368, at 85-95% of the session), so
-    with 4-second tokens rewritten every second it re-authenticates again and again on
-    the same connection and is never assigned anew."""
+    with 10-second tokens rewritten every second it re-authenticates again and again on
+    the same connection and is never assigned anew. (With 4-second tokens the margin was
+    0.2-0.6 s, and a loaded machine's member once re-authenticated after its session.)"""
     subject = f"system:serviceaccount:shop:renewing-{uuid.uuid4().hex[:6]}"
     token_file = tmp_path / "token"
-    token_file.write_text(ISSUER.token(subject, lifetime_s=4))
+    token_file.write_text(ISSUER.token(subject, lifetime_s=10))
     stop = threading.Event()
 
     def kubelet() -> None:
         while not stop.wait(1.0):
             tmp = tmp_path / "token.new"
-            tmp.write_text(ISSUER.token(subject, lifetime_s=4))
+            tmp.write_text(ISSUER.token(subject, lifetime_s=10))
             tmp.replace(token_file)
 
     topic = create_topic(coordinator)
@@ -290,12 +291,12 @@ def test_kgroups_member_rereads_its_token_file_and_keeps_its_generation(
                         [topic], client_id="renewing", session_timeout_ms=6000, env=env)  # fmt: skip
         members.append(member)
         member.wait_event("assigned", timeout=30)
-        time.sleep(14)
+        time.sleep(20)
         assert [e for e in member.events if e["event"] == "assigned"][1:] == []
         assert not [e for e in member.events if e["event"] in ("lost", "failed")]
     finally:
         stop.set()
         renewer.join()
     again = coordinator.log().count(f"authenticated as User:{subject} (OAUTHBEARER) again")
-    assert again >= 3, again
+    assert again >= 2, again
     assert f"SASL session of User:{subject} expired" not in coordinator.log()
