@@ -123,7 +123,7 @@ def kgroups_replicas(count: int) -> Iterator[list[tuple[str, int]]]:
     subprocess.run(["taskset", "-a", "-p", "-c", SERVER_CPU, str(pg.pid())],
                    check=False, capture_output=True)  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="kgroups-commits-"))
-    replicas = Replicas(pg.create_database(), tmp, 5.0)
+    replicas = Replicas(pg.create_database(), tmp, 5.0, pg.log)
     try:
         for n in range(count):
             replicas.start(n)

@@ -173,12 +173,25 @@ def close(conn: Conn) -> None:
 class Replicas:
     """Three coordinator replicas on one database, pinned to the server CPU."""
 
-    def __init__(self, url: str, tmp: Path, ttl: float) -> None:
-        self.url, self.tmp, self.ttl = url, tmp, ttl
+    def __init__(self, url: str, tmp: Path, ttl: float, pg_log: Path) -> None:
+        self.url, self.tmp, self.ttl, self.pg_log = url, tmp, ttl, pg_log
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
 
     def start(self, n: int) -> None:
+        """Start replica `n`; one that exits at start (its database dropped the connection
+        under a loaded machine, seen once) is started once more, as Kubernetes would, with
+        both logs on stderr."""
+        try:
+            self._start(n)
+        except RuntimeError as e:
+            if self.procs[n].poll() is None:
+                raise
+            print(f"{e}\nPostgreSQL's log:\n{self.pg_log.read_text()[-3000:]}\nstarting it again",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            self._start(n)
+
+    def _start(self, n: int) -> None:
         port_file = self.tmp / f"r{n}.port"
         port_file.unlink(missing_ok=True)
         listen = f"127.0.0.1:{self.ports.get(n, 0)}"
@@ -411,7 +424,7 @@ async def kafka_trials(trials: int) -> list[Row]:
 async def run(trials: int, ttl: float, history: int) -> None:
     pg = PostgresServer(fsync=True).start()
     tmp = Path(tempfile.mkdtemp(prefix="kgroups-failover-"))
-    replicas = Replicas(pg.create_database(), tmp, ttl)
+    replicas = Replicas(pg.create_database(), tmp, ttl, pg.log)
     try:
         for n in range(3):
             replicas.start(n)

@@ -172,7 +172,7 @@ async def kgroups_rows(args: argparse.Namespace) -> list[Row]:
     try:
         for n in (1, 3):
             tmp = Path(tempfile.mkdtemp(prefix="kgroups-scale-"))
-            replicas = Replicas(pg.create_database(), tmp, 5.0)
+            replicas = Replicas(pg.create_database(), tmp, 5.0, pg.log)
             try:
                 for r in range(n):
                     replicas.start(r)

@@ -205,10 +205,10 @@ collect_garbage() {  # this daemon is kgroups' alone: what no container or name 
   say "left-over volumes and untagged images removed (${reclaimed:-0B})"
 }
 
-stop_pid() {  # stop_pid PIDFILE NAME
+stop_pid() {  # stop_pid PIDFILE NAME: only while the pid still runs NAME (pids are reused)
   local pid
   pid="$(cat "$1" 2>/dev/null)" || return 0
-  if kill -0 "$pid" 2>/dev/null; then
+  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qw "$2" && kill -0 "$pid" 2>/dev/null; then
     kill "$pid"
     wait_for 30 "$2 to stop" bash -c "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
   fi
