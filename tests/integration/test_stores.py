@@ -3,6 +3,7 @@ process, one writer at a time, every batch all or nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -201,6 +202,104 @@ def test_a_sqlite_store_from_before_topic_configs_is_upgraded_in_place(tmp_path:
     (topic,) = store.load()
     assert isinstance(topic, TopicRecord) and topic.value and topic.value.configs == (("a", "b"),)
     store.close()
+
+
+def _with(group: ConsumerGroupValue, *members: ConsumerMemberValue) -> ConsumerGroupValue:
+    return dataclasses.replace(group, members=members)
+
+
+def test_a_consumer_group_written_member_by_member_loads_as_last_written(tmp_path: Path) -> None:
+    """Each snapshot writes the members that changed; whatever the sequence (a member
+    changed, one left, one joined, the order changed, the group turned classic and back,
+    deleted), a new process loads exactly the last snapshot, members in order."""
+    m1, m2, m3 = CONSUMER_GROUP.members
+    m1b = dataclasses.replace(m1, epoch=9)
+    m4 = dataclasses.replace(m2, member_id="m-4")
+    steps = [
+        CONSUMER_GROUP,
+        _with(CONSUMER_GROUP, m1b, m2, m3),  # one member's epoch moved
+        _with(CONSUMER_GROUP, m1b, m3),  # one left
+        _with(CONSUMER_GROUP, m1b, m3, m4),  # one joined
+        _with(CONSUMER_GROUP, m3, m1b, m4),  # reordered
+        back := _with(CONSUMER_GROUP, m3, m4, m2, m1b),  # one came back, another moved last
+        GROUP,  # classic now (its member rows gone)
+        back,  # the same members again
+        CONSUMER_GROUP,
+    ]
+    for step in steps:
+        store = opened(tmp_path)
+        store.append([GroupRecord("g", step)])
+        assert list(store.load()) == [GroupRecord("g", step)]
+        store.close()
+    store = opened(tmp_path)
+    for step in steps:  # one process: each snapshot written over the one before
+        store.append([GroupRecord("g", step)])
+        assert list(store.load()) == [GroupRecord("g", step)], step
+    store.append([GroupRecord("g", None)])
+    store.close()
+    store = opened(tmp_path)
+    assert list(store.load()) == []
+    assert store.db.execute("SELECT count(*) FROM consumer_members").fetchone() == (0,)
+    store.close()
+
+
+def test_a_snapshot_after_one_members_change_writes_that_member(tmp_path: Path) -> None:
+    """A thousand-member group's heartbeat that moved one member's epoch writes the head
+    and that member's row, not the other 999 (Kafka appends the one member's record)."""
+    members = [dataclasses.replace(CONSUMER_GROUP.members[0], member_id=f"m-{n}")
+               for n in range(1000)]  # fmt: skip
+    store = opened(tmp_path)
+    store.append([GroupRecord("g", _with(CONSUMER_GROUP, *members))])
+    before = store.db.total_changes
+    members[500] = dataclasses.replace(members[500], epoch=10)
+    store.append([GroupRecord("g", _with(CONSUMER_GROUP, *members))])
+    assert store.db.total_changes - before == 2
+    store.close()
+    (loaded,) = opened(tmp_path).load()
+    assert isinstance(loaded, GroupRecord) and loaded.value == _with(CONSUMER_GROUP, *members)
+
+
+def test_a_failed_write_of_a_consumer_group_writes_it_whole_the_next_time(
+    tmp_path: Path,
+) -> None:
+    """A batch that failed after a group's rows were written rolled them back: the store
+    must not take them as written."""
+    m1, m2, m3 = CONSUMER_GROUP.members
+    store = opened(tmp_path)
+    store.append([GroupRecord("g", CONSUMER_GROUP)])
+    changed = _with(CONSUMER_GROUP, dataclasses.replace(m1, epoch=9), m2, m3)
+    store.db.execute("DROP TABLE topics")
+    with pytest.raises(StoreError, match="writ"):
+        store.append([GroupRecord("g", changed), TopicRecord("t", None)])
+    store.append([GroupRecord("g", changed)])
+    store.close()
+    assert list(opened(tmp_path).load()) == [GroupRecord("g", changed)]
+
+
+def test_a_schema_2_store_keeps_its_consumer_groups_and_writes_members_as_rows(
+    tmp_path: Path,
+) -> None:
+    """A consumer group written before member rows (its members inside its document)
+    loads as it was after the upgrade, and its next snapshot is written as rows."""
+    from kgroups.coordinator.store.codec import encode_group
+
+    store = opened(tmp_path)
+    store.close()
+    db = sqlite3.connect(tmp_path / DB_FILE)
+    db.execute("DROP TABLE consumer_members")
+    db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    db.execute("INSERT INTO groups VALUES ('g', ?)", (encode_group(CONSUMER_GROUP),))
+    db.commit()
+    db.close()
+    store = opened(tmp_path)
+    assert list(store.load()) == [GroupRecord("g", CONSUMER_GROUP)]
+    assert store.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        "3",
+    )
+    store.append([GroupRecord("g", CONSUMER_GROUP)])
+    assert store.db.execute("SELECT count(*) FROM consumer_members").fetchone() == (3,)
+    store.close()
+    assert list(opened(tmp_path).load()) == [GroupRecord("g", CONSUMER_GROUP)]
 
 
 def test_a_sqlite_store_from_another_schema_version_is_refused(tmp_path: Path) -> None:

@@ -174,6 +174,39 @@ def test_java_consumers_scale_commit_fail_and_restart_under_the_consumer_protoco
     no_overlap_per_epoch([a, b, c])
 
 
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
+def test_a_consumer_group_keeps_its_epoch_and_partitions_across_a_coordinator_restart(
+    coordinator: Coordinator, members: list[Member], hard: bool
+) -> None:
+    """A consumer-protocol group is stored member by member (SQLite: a row per member, a
+    snapshot writing only the members that changed) and loaded as it was: through a clean
+    and a SIGKILL restart of the coordinator its librdkafka members heartbeat on at the
+    same epoch with the same partitions, none fenced, no rebalance, past a whole session."""
+    partitions = topic(coordinator, "kept", 6)
+    group = [Member("confluent", coordinator.bootstrap, "kept", ["kept"], client_id=f"rd{i}",
+                    extra=CONSUMER) for i in range(3)]  # fmt: skip
+    members.extend(group)
+    epoch = wait_until(lambda: converged(group, partitions), 60, "three consumers to converge")
+    stays_stable(coordinator, "kept", 3, 1.0)
+
+    def stored() -> dict[str, tuple[int, list[Any]]]:
+        g = describe(coordinator, "kept")
+        return {m.member_id: (m.member_epoch, sorted((t.topic_name, sorted(t.partitions))
+                                                     for t in m.assignment.topic_partitions))
+                for m in g.members}  # fmt: skip
+
+    before = stored()
+    reports = [len(m.events) for m in group]
+    coordinator.restart(hard=hard)
+    # Past the 6-s session: a member the reloaded coordinator did not know would be fenced.
+    stays_stable(coordinator, "kept", 3, 8.0)
+    assert stored() == before
+    assert converged(group, partitions) == epoch
+    moved = [e for m, r in zip(group, reports, strict=True) for e in m.events[r:]
+             if e["event"] in ("assigned", "revoked", "lost")]  # fmt: skip
+    assert not moved, moved
+
+
 @pytest.mark.parametrize("client", ["java", "confluent"])
 def test_a_static_consumer_restarted_gets_its_partitions_back_without_a_rebalance(
     coordinator: Coordinator, members: list[Member], client: str

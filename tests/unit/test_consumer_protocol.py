@@ -139,6 +139,67 @@ def test_members_waiting_for_partitions_are_told_to_ask_sooner_the_fewer_they_ar
     assert all(20 <= w < slow for w in waits) and waits == sorted(waits)
 
 
+def _settle(ctx: Consumers, epochs: dict[str, int], owned: dict[str, Assignment]) -> None:
+    """Every member heartbeats, acknowledging what it was told, until the group is Stable."""
+    group = ctx.core.consumer_groups["g"]
+    for _ in range(10):
+        for m in list(epochs):
+            r = ctx.hb(m, epochs[m], owned=owned[m])
+            epochs[m] = r.member_epoch
+            if r.assignment is not None:
+                owned[m] = assigned(r) or {}
+        if group.state is ConsumerGroupState.STABLE:
+            return
+    raise AssertionError(f"not Stable: {group.state}")
+
+
+def test_members_a_joiner_must_take_from_are_told_to_heartbeat_sooner(ctx: Consumers) -> None:
+    """After a leave, the members given the leaver's partitions hold more than a share of
+    the group one larger: the next member to join takes from them whatever their phase.
+    So they (a few of a large group) are told a tenth of the interval, and a joiner waits
+    that for its first partition instead of up to a whole interval; the others, and every
+    member of a small group, are told the interval as before."""
+    ctx.create_topic("w", 200)
+    epochs = {f"M{n:03d}": ctx.join_consumer(f"M{n:03d}", "w").member_epoch for n in range(100)}
+    owned: dict[str, Assignment] = {m: {} for m in epochs}
+    _settle(ctx, epochs, owned)
+    group = ctx.core.consumer_groups["g"]
+    assert group.first_to_give == frozenset()  # 2 each: a joiner takes from anyone
+    epochs.pop("M000"), owned.pop("M000")
+    ctx.hb("M000", -1)  # leaves
+    _settle(ctx, epochs, owned)
+    heavy = {m for m, o in owned.items() if len(o.get("w", ())) == 3}
+    assert len(heavy) == 2 and group.first_to_give == heavy
+    ctx.sleep(INTERVAL_MS)
+    eager = INTERVAL_MS // 10
+    for m in sorted(epochs):
+        full = ctx.hb(m, epochs[m]).heartbeat_interval_ms
+        steady = ctx.coordinator.consumer_heartbeat(mn.ConsumerHeartbeatRequest("g", m, epochs[m]),
+                                                    "client", "/127.0.0.1", now_ms=ctx.now_ms)  # fmt: skip
+        assert steady is not None
+        assert (full == eager, steady.heartbeat_interval_ms == eager) == (m in heavy,) * 2, m
+    # A joiner's share comes from those two.
+    new = ctx.join_consumer("NEW", "w")
+    assert assigned(new) == {}
+    shares = {m: len(group.members[m].target.get("w", ())) for m in epochs}
+    assert {m for m, n in shares.items() if n < len(owned[m]["w"])} == heavy
+    assert len(group.members["NEW"].target["w"]) == 2
+
+
+def test_in_a_small_group_nobody_is_told_to_heartbeat_sooner(ctx: Consumers) -> None:
+    """Three members on four partitions: one holds two, which the next joiner takes one
+    of, but a third of the group heartbeating ten times as often would cost more than a
+    joiner's wait: every member is told the interval."""
+    epochs = {m: ctx.join_consumer(m).member_epoch for m in ("A", "B", "C")}
+    owned: dict[str, Assignment] = {m: {} for m in epochs}
+    _settle(ctx, epochs, owned)
+    assert sorted(len(o["t"]) for o in owned.values()) == [1, 1, 2]
+    group = ctx.core.consumer_groups["g"]
+    assert group.first_to_give == frozenset()
+    ctx.sleep(INTERVAL_MS)
+    assert all(ctx.hb(m, epochs[m]).heartbeat_interval_ms >= INTERVAL_MS // 2 for m in epochs)
+
+
 def test_the_worked_example_revokes_first_and_assigns_only_what_is_free(ctx: Consumers) -> None:
     a = ctx.join_consumer("A")
     assert (a.error, a.member_epoch, assigned(a)) == (ErrorCode.none, 2, {"t": {0, 1, 2, 3}})

@@ -216,6 +216,10 @@ class ConsumerGroup:
     move, so the state costs nothing to read)."""
     waiting: set[str] = field(default_factory=set)
     """Members waiting for partitions others are releasing (UNRELEASED_PARTITIONS)."""
+    first_to_give: frozenset[str] = frozenset()
+    """The few members whose target holds more than a share of the group one member
+    larger: the next member to join takes from them whatever their heartbeats' phase
+    (`consumer_heartbeat.FIRST_TO_GIVE`; in memory only, made with each target)."""
     unsettled_since_ms: int | None = None
     """When the group epoch first moved since the group was last Stable (for metrics;
     in memory only)."""

@@ -1,7 +1,10 @@
 """How a group's snapshot is written as text: JSON, bytes as base64.
 
-Both stores keep a group as one JSON document: readable with `sqlite3` or `psql`, and
-versioned by the store's schema version so a later release can migrate it.
+Both stores keep a group as JSON: readable with `sqlite3` or `psql`, and versioned by the
+store's schema version so a later release can migrate it. A classic group is one
+document; a consumer-protocol group is one document in PostgreSQL, and in SQLite a head
+(`encode_consumer_head`) with a row per member (`member_json`), so that a heartbeat
+that changed one member of a thousand writes that member, as Kafka appends one record.
 """
 
 from __future__ import annotations
@@ -58,9 +61,15 @@ def encode_group(value: GroupValue | ConsumerGroupValue) -> str:
     )
 
 
-def decode_group(text: str) -> GroupValue | ConsumerGroupValue:
+def decode_group(
+    text: str, member_rows: list[str] | None = None
+) -> GroupValue | ConsumerGroupValue:
+    """A group from its document; a consumer group's head (`encode_consumer_head`) takes
+    its members from `member_rows`, in order."""
     raw: dict[str, Any] = json.loads(text)
     if raw.get("type") == CONSUMER_TYPE:
+        if raw.get(MEMBER_ROWS):
+            raw["members"] = [json.loads(row) for row in member_rows or ()]
         return _decode_consumer_group(raw)
     return GroupValue(
         generation_id=raw["generation"],
@@ -96,8 +105,12 @@ of a thousand members written after one member's heartbeat encodes that member o
 _MEMBER_JSON_MAX = 50_000
 
 
-def _encode_consumer_group(value: ConsumerGroupValue) -> str:
-    head = json.dumps(
+MEMBER_ROWS = "member_rows"
+"""A consumer group's head says so when its members are rows of their own."""
+
+
+def _head(value: ConsumerGroupValue, **more: object) -> str:
+    return json.dumps(
         {
             "type": CONSUMER_TYPE,
             "epoch": value.group_epoch,
@@ -105,14 +118,24 @@ def _encode_consumer_group(value: ConsumerGroupValue) -> str:
             "assignment_ms": value.assignment_timestamp_ms,
             "metadata_hash": value.metadata_hash,
             **({"owner": value.owner} if value.owner is not None else {}),
+            **more,
         },
         separators=(",", ":"),
     )
-    members = ",".join(_member_json(m) for m in value.members)
-    return f'{head[:-1]},"members":[{members}]}}'
 
 
-def _member_json(m: ConsumerMemberValue) -> str:
+def encode_consumer_head(value: ConsumerGroupValue) -> str:
+    """A consumer group's document without its members (each a row: `member_json`)."""
+    return _head(value, **{MEMBER_ROWS: True})
+
+
+def _encode_consumer_group(value: ConsumerGroupValue) -> str:
+    members = ",".join(member_json(m) for m in value.members)
+    return f'{_head(value)[:-1]},"members":[{members}]}}'
+
+
+def member_json(m: ConsumerMemberValue) -> str:
+    """A consumer group member's document (cached by the value's identity)."""
     cached = _MEMBER_JSON.get(id(m))
     if cached is not None and cached[0] is m:
         return cached[1]

@@ -3,6 +3,12 @@
 The single-replica default (`--data-dir`): the store of `base.RecordStore`, durable once
 SQLite says so (`synchronous=FULL` by default), held by one process at a time (an
 exclusive `flock`). Group values are JSON (`codec`), versioned by the `schema_version` row.
+
+A consumer-protocol group's members are rows of their own (`consumer_members`, in the
+group's order by `seq`), and a snapshot writes only the members whose value changed since
+this store last wrote the group: after a join into a thousand members each of their next
+heartbeats moves that member's epoch alone, and rewriting the whole group (300 KB) per
+batch took most of the server's time until the group settled.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kgroups.coordinator.core.records import (
+    ConsumerGroupValue,
+    ConsumerMemberValue,
     GroupConfigRecord,
     GroupRecord,
     OffsetRecord,
@@ -29,12 +37,16 @@ from kgroups.coordinator.store.codec import (
     decode_group,
     decode_group_configs,
     decode_topic_configs,
+    encode_consumer_head,
     encode_group,
     encode_pairs,
+    member_json,
 )
 
-SCHEMA_VERSION = 2
-"""1: the first; 2: topics.configs (topic config overrides, JSON [[name, value], ...])."""
+SCHEMA_VERSION = 3
+"""1: the first; 2: topics.configs (topic config overrides, JSON [[name, value], ...]);
+3: consumer_members (a consumer group's members, a row each; a group document written
+before keeps its members inside, and is read as it is)."""
 DB_FILE = "coordinator.db"
 LOCK_FILE = "coordinator.lock"
 
@@ -44,6 +56,9 @@ CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY, topic_id TEXT NOT NULL, partitions INTEGER NOT NULL,
     created_ms INTEGER NOT NULL, configs TEXT NOT NULL DEFAULT '[]');
 CREATE TABLE IF NOT EXISTS groups (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS consumer_members (
+    group_id TEXT NOT NULL, member_id TEXT NOT NULL, seq INTEGER NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (group_id, member_id));
 CREATE TABLE IF NOT EXISTS group_configs (group_id TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS offsets (
     group_id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL,
@@ -62,6 +77,10 @@ class Store:
         self._synchronous = synchronous
         self._db: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
+        self._written: dict[str, _Members] = {}
+        """Each consumer group's members as this store last wrote them."""
+        self._rows_of: set[str] = set()
+        """The groups that may have member rows (a consumer group, or one that was)."""
 
     def open(self) -> None:
         try:
@@ -83,17 +102,22 @@ class Store:
             db.execute(f"PRAGMA synchronous={self._synchronous}")
             db.executescript(_SCHEMA)
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is not None and int(row[0]) == 1:
-                # A store from before topic configs: its topics have none.
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("ALTER TABLE topics ADD COLUMN configs TEXT NOT NULL DEFAULT '[]'")
-                db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
-                db.execute("COMMIT")
-                row = (str(SCHEMA_VERSION),)
             if row is None:
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) in (1, 2):
+                db.execute("BEGIN IMMEDIATE")
+                if int(row[0]) == 1:  # a store from before topic configs: its topics have none
+                    db.execute("ALTER TABLE topics ADD COLUMN configs TEXT NOT NULL DEFAULT '[]'")
+                # 2 to 3: consumer_members is made above; the groups written keep theirs.
+                db.execute("UPDATE meta SET value=? WHERE key='schema_version'",
+                           (str(SCHEMA_VERSION),))  # fmt: skip
+                db.execute("COMMIT")
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(f"{self.path} has schema {row[0]}, expected {SCHEMA_VERSION}")
+            self._written = {}
+            self._rows_of = {
+                g for (g,) in db.execute("SELECT DISTINCT group_id FROM consumer_members")
+            }
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         self._db = db
@@ -136,8 +160,13 @@ class Store:
             "SELECT group_id, value FROM group_configs ORDER BY group_id"
         ):
             yield GroupConfigRecord(group_id, decode_group_configs(value))
+        rows: dict[str, list[str]] = {}
+        for group_id, value in db.execute(
+            "SELECT group_id, value FROM consumer_members ORDER BY group_id, seq"
+        ):
+            rows.setdefault(group_id, []).append(value)
         for group_id, value in db.execute("SELECT group_id, value FROM groups ORDER BY group_id"):
-            yield GroupRecord(group_id, decode_group(value))
+            yield GroupRecord(group_id, decode_group(value, rows.get(group_id)))
         for row in db.execute(
             "SELECT group_id, topic, partition, committed_offset, leader_epoch, metadata, "
             "commit_ms, expire_ms FROM offsets ORDER BY group_id, topic, partition"
@@ -158,17 +187,60 @@ class Store:
         # A group's record is a whole snapshot: only its last in the batch is written (a
         # consumer-protocol group may have one per heartbeat of a busy rebalance).
         last = {r.group_id: i for i, r in enumerate(records) if isinstance(r, GroupRecord)}
+        written: dict[str, _Members | None] = {}
         try:
             db.execute("BEGIN IMMEDIATE")
             for i, record in enumerate(records):
-                if isinstance(record, GroupRecord) and last[record.group_id] != i:
-                    continue
-                self._apply(db, record)
+                if isinstance(record, GroupRecord):
+                    if last[record.group_id] == i:
+                        written[record.group_id] = self._write_group(db, record)
+                else:
+                    self._apply(db, record)
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise StoreError(f"write to {self.path} failed: {exc}") from exc
+        for group_id, members in written.items():  # what the database now holds
+            if members is None:
+                self._written.pop(group_id, None)
+                self._rows_of.discard(group_id)
+            else:
+                self._written[group_id] = members
+                self._rows_of.add(group_id)
+
+    def _write_group(self, db: sqlite3.Connection, record: GroupRecord) -> _Members | None:
+        """Write a group's snapshot; a consumer group's members as this writes them."""
+        group_id, value = record.group_id, record.value
+        if not isinstance(value, ConsumerGroupValue):
+            if group_id in self._rows_of:
+                db.execute("DELETE FROM consumer_members WHERE group_id=?", (group_id,))
+            if value is None:
+                db.execute("DELETE FROM groups WHERE group_id=?", (group_id,))
+            else:
+                db.execute("INSERT OR REPLACE INTO groups VALUES (?,?)",
+                           (group_id, encode_group(value)))  # fmt: skip
+            return None
+        db.execute("INSERT OR REPLACE INTO groups VALUES (?,?)",
+                   (group_id, encode_consumer_head(value)))  # fmt: skip
+        before = self._written.get(group_id)
+        members = None if before is None else before.followed_by(value.members)
+        if members is None:  # not written by this store yet, or reordered: all of them
+            db.execute("DELETE FROM consumer_members WHERE group_id=?", (group_id,))
+            members = _Members({m.member_id: (m, seq) for seq, m in enumerate(value.members)})
+            db.executemany("INSERT INTO consumer_members VALUES (?,?,?,?)",
+                           [(group_id, m.member_id, seq, member_json(m))
+                            for m, seq in members.values.values()])  # fmt: skip
+            return members
+        assert before is not None
+        db.executemany("DELETE FROM consumer_members WHERE group_id=? AND member_id=?",
+                       [(group_id, member_id) for member_id in before.values
+                        if member_id not in members.values])  # fmt: skip
+        db.executemany("INSERT OR REPLACE INTO consumer_members VALUES (?,?,?,?)",
+                       [(group_id, m.member_id, seq, member_json(m))
+                        for m, seq in members.values.values()
+                        if before.values.get(m.member_id, (None, 0))[0] is not m])  # fmt: skip
+        return members
 
     @staticmethod
     def _apply(db: sqlite3.Connection, record: Record) -> None:
@@ -198,13 +270,7 @@ class Store:
                     (record.group_id, encode_pairs(record.value)),
                 )
         elif isinstance(record, GroupRecord):
-            if record.value is None:
-                db.execute("DELETE FROM groups WHERE group_id=?", (record.group_id,))
-            else:
-                db.execute(
-                    "INSERT OR REPLACE INTO groups VALUES (?,?)",
-                    (record.group_id, encode_group(record.value)),
-                )
+            raise TypeError("a group is written by _write_group")
         elif record.value is None:
             db.execute("DELETE FROM topics WHERE name=?", (record.name,))
         else:
@@ -219,3 +285,35 @@ class Store:
                     encode_pairs(v2.configs),
                 ),
             )
+
+
+class _Members:
+    """A consumer group's members as written: each one's value (compared by identity: the
+    core makes a member's value again only when it changed) and `seq`, in the group's
+    order."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, tuple[ConsumerMemberValue, int]]) -> None:
+        self.values = values
+
+    def followed_by(self, members: Sequence[ConsumerMemberValue]) -> _Members | None:
+        """The members written next as `members`: the ones kept keep their `seq`, new
+        ones go after the last; None when `members` is not in that order (the rows would
+        load in another), so that all are written again."""
+        values = self.values
+        kept = {m.member_id for m in members if m.member_id in values}
+        order = [member_id for member_id in values if member_id in kept]
+        if [m.member_id for m in members[: len(order)]] != order:
+            return None
+        seq = next(reversed(values.values()))[1] + 1 if values else 0  # in seq order
+        out: dict[str, tuple[ConsumerMemberValue, int]] = {}
+        for i, m in enumerate(members):
+            if i < len(order):
+                out[m.member_id] = (m, values[m.member_id][1])
+            else:
+                if m.member_id in values:
+                    return None  # a kept member after a new one
+                out[m.member_id] = (m, seq)
+                seq += 1
+        return _Members(out)
