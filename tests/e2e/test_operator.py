@@ -111,11 +111,11 @@ def test_lifecycle_from_kubectl_to_the_coordinator_and_back(
 
     # The Topic exists on the coordinator and says so.
     wait_until(lambda: (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status")
-               == "True", 20, "Topic Ready", poll=0.2)  # fmt: skip
+               == "True", 60, "Topic Ready", poll=0.2)  # fmt: skip
     assert cp.get("kt", "orders", ns)["status"]["partitions"] == 6
     # The group's settings are registered before anyone joins: members with a 4 s session
     # timeout are only admitted because spec.settings lowered the minimum below 6 s.
-    wait_until(lambda: _cg(cp, ns).get("status", {}).get("observedGeneration") == 1, 20,
+    wait_until(lambda: _cg(cp, ns).get("status", {}).get("observedGeneration") == 1, 60,
                "ConsumerGroup observed", poll=0.2)  # fmt: skip
     assert (condition(_cg(cp, ns), "Ready") or {}).get("reason") == "NoMembers"
 
@@ -176,7 +176,7 @@ def test_lifecycle_from_kubectl_to_the_coordinator_and_back(
     # Deletion waits for the group to be Empty, and says so.
     cp.kubectl("delete", "cg", "billing", "-n", ns, "--wait=false")
     wait_until(lambda: (condition(_cg(cp, ns), "Ready") or {}).get("reason")
-               == "WaitingForEmptyGroup", 20, "WaitingForEmptyGroup", poll=0.2)  # fmt: skip
+               == "WaitingForEmptyGroup", 60, "WaitingForEmptyGroup", poll=0.2)  # fmt: skip
     assert _describe(coordinator, "billing").state == "Stable"
     for m in members[1:]:
         m.close()
@@ -208,7 +208,7 @@ def test_bad_specs_are_refused_by_the_api_server_and_reach_nothing(
     cp.kubectl("apply", "-n", ns, "-f", "-", input=group + "spec: {groupId: g1, topics: [t1]}")
     assert "partitions may only grow" in refused(topic + "spec: {partitions: 2}")
     assert "groupId is immutable" in refused(group + "spec: {groupId: other, topics: [t1]}")
-    wait_until(lambda: cp.get("kt", "t1", ns).get("status", {}).get("partitions") == 3, 20,
+    wait_until(lambda: cp.get("kt", "t1", ns).get("status", {}).get("partitions") == 3, 60,
                "t1 created with 3 partitions", poll=0.2)  # fmt: skip
 
     assert _topics(coordinator) == {"t1": 3}
@@ -219,7 +219,7 @@ def test_a_group_for_a_missing_topic_says_so_until_the_topic_exists(
 ) -> None:
     cp, ns = controlplane, namespace
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
-    ready = wait_until(lambda: condition(_cg(cp, ns), "Ready"), 20, "a Ready condition")
+    ready = wait_until(lambda: condition(_cg(cp, ns), "Ready"), 60, "a Ready condition")
     assert (ready["status"], ready["reason"]) == ("False", "TopicNotFound")
     assert "orders" in ready["message"]
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
@@ -236,7 +236,7 @@ def test_an_unreachable_coordinator_is_a_condition_and_a_retry(
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "consumergroup.yaml"))
     for kind, name in (("kt", "orders"), ("cg", "billing")):
-        ready = wait_until(lambda k=kind, n=name: condition(cp.get(k, n, ns), "Ready"), 20,
+        ready = wait_until(lambda k=kind, n=name: condition(cp.get(k, n, ns), "Ready"), 60,
                            f"{kind} condition")  # fmt: skip
         assert (ready["status"], ready["reason"]) == ("False", "CoordinatorUnreachable")
     assert operator.proc.poll() is None  # still running
@@ -255,12 +255,12 @@ def test_a_coordinator_that_lost_its_data_gets_its_topics_back(
     cp, ns = controlplane, namespace
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
     wait_until(lambda: (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status")
-               == "True", 20, "the Topic to be Ready", poll=0.2)  # fmt: skip
+               == "True", 60, "the Topic to be Ready", poll=0.2)  # fmt: skip
     assert _topics(coordinator) == {"orders": 6}
     coordinator.kill()
     shutil.rmtree(coordinator.data_dir)
     coordinator.start()
-    wait_until(lambda: _topics(coordinator) == {"orders": 6}, 20, "the topic to be re-created",
+    wait_until(lambda: _topics(coordinator) == {"orders": 6}, 60, "the topic to be re-created",
                poll=0.5)  # fmt: skip
     assert (condition(cp.get("kt", "orders", ns), "Ready") or {}).get("status") == "True"
 
@@ -342,7 +342,7 @@ def test_settings_the_coordinator_refuses_are_a_condition_until_fixed(
     )
     cp.kubectl("apply", "-n", ns, "-f", "-", input=bad)
     ready = wait_until(lambda: (c := condition(_cg(cp, ns), "Ready")) and
-                       c["reason"] == "InvalidSettings" and c, 20, "InvalidSettings")  # fmt: skip
+                       c["reason"] == "InvalidSettings" and c, 60, "InvalidSettings")  # fmt: skip
     assert "group.min.session.timeout.ms" in ready["message"]
 
     async def configs() -> dict[str, str]:
@@ -397,7 +397,7 @@ def test_the_operators_metrics_count_its_work_and_its_failures(
 
         coordinator.stop()
         wait_until(lambda: _operator_metrics(port)["kgroups_operator_reconcile_errors_total", cg]
-                   >= 2, 20, "failed reconciles to be counted", poll=0.5)  # fmt: skip
+                   >= 2, 60, "failed reconciles to be counted", poll=0.5)  # fmt: skip
         coordinator.start()
         cp.kubectl("delete", "-n", ns, "cg", "billing", "--wait=true")
         wait_until(lambda: _operator_metrics(port)["kgroups_operator_watched_objects", cg] == 0,
@@ -480,7 +480,7 @@ def test_a_consumer_protocol_group_is_mirrored_with_its_epochs_and_settings(
     cp.kubectl("apply", "-n", ns, "-f", str(EXAMPLES / "topic.yaml"))
     cp.kubectl("apply", "-n", ns, "-f", "-", input=MODERN)
     wait_until(lambda: cp.get("cg", "modern", ns).get("status", {}).get("observedGeneration")
-               == 1, 20, "ConsumerGroup observed", poll=0.2)  # fmt: skip
+               == 1, 60, "ConsumerGroup observed", poll=0.2)  # fmt: skip
     for i in range(2):
         members.append(Member("java", coordinator.bootstrap, "modern", ["orders"],
                               client_id=f"j{i}", extra=("--group-protocol", "consumer")))  # fmt: skip
