@@ -195,10 +195,7 @@ def steady(
     )
     if before is None:
         return None  # no session armed, or one that ends later (a shorter timeout now)
-    interval = phased(member.member_id, core.now_ms, config.group_consumer_heartbeat_interval_ms,
-                      before - timeout)  # fmt: skip
-    if member.member_id in group.first_to_give:
-        interval = min(interval, _eager(config))
+    interval = _told(group, member.member_id, config, core.now_ms, before - timeout)
     return SteadyAnswer(member.member_id, member.epoch, interval)
 
 
@@ -330,10 +327,7 @@ def _heartbeat(
         and req.owned is not None
     )
     tell = req.member_epoch == 0 or full or current.assigned != before.assigned
-    interval = settings.group_consumer_heartbeat_interval_ms
-    interval = phased(member.member_id, core.now_ms, interval, heard)
-    if member.member_id in group.first_to_give:
-        interval = min(interval, _eager(settings))
+    interval = _told(group, member.member_id, settings, core.now_ms, heard)
     if current.state is MemberState.UNRELEASED_PARTITIONS:
         # Waiting for partitions others are releasing: ask again soon, so a freed
         # partition reaches it in a fraction of an interval (the server sets the pace),
@@ -447,16 +441,21 @@ def phased(member_id: str, now_ms: int, interval_ms: int, heard_ms: int = 0) -> 
 FIRST_TO_GIVE = 40
 """A member that must give up a partition to the next member to join, whenever that
 comes (its target holds more than a share of the group one larger: the leaver's
-partitions went to it), is told a tenth of the interval (`_eager`), so that a joiner
+partitions went to it), is told a tenth of the interval (`_told`), so that a joiner
 waits a tenth of an interval for it, not up to a whole one; only while such members are
 at most one in FIRST_TO_GIVE of the group (they add at most a quarter to its heartbeats;
 a smaller group's joiner waits as in Kafka)."""
 
 
-def _eager(config: CoordinatorConfig) -> int:
-    """The interval a member first to give is told (`FIRST_TO_GIVE`)."""
+def _told(group: ConsumerGroup, member_id: str, config: CoordinatorConfig, now_ms: int,
+          heard_ms: int) -> int:  # fmt: skip
+    """The interval a member is told (the full and the hot path alike): its phase's
+    (`phased`), a tenth of the interval for a member first to give (`FIRST_TO_GIVE`)."""
     interval = config.group_consumer_heartbeat_interval_ms
-    return max(config.group_consumer_waiting_heartbeat_interval_ms, interval // 10)
+    told = phased(member_id, now_ms, interval, heard_ms)
+    if member_id in group.first_to_give:
+        return min(told, max(config.group_consumer_waiting_heartbeat_interval_ms, interval // 10))
+    return told
 
 
 def first_to_give(targets: Mapping[str, Mapping[str, Collection[int]]]) -> frozenset[str]:

@@ -79,8 +79,6 @@ class Store:
         self._lock_fd: int | None = None
         self._written: dict[str, _Members] = {}
         """Each consumer group's members as this store last wrote them."""
-        self._rows_of: set[str] = set()
-        """The groups that may have member rows (a consumer group, or one that was)."""
 
     def open(self) -> None:
         try:
@@ -115,9 +113,6 @@ class Store:
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(f"{self.path} has schema {row[0]}, expected {SCHEMA_VERSION}")
             self._written = {}
-            self._rows_of = {
-                g for (g,) in db.execute("SELECT DISTINCT group_id FROM consumer_members")
-            }
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         self._db = db
@@ -204,17 +199,14 @@ class Store:
         for group_id, members in written.items():  # what the database now holds
             if members is None:
                 self._written.pop(group_id, None)
-                self._rows_of.discard(group_id)
             else:
                 self._written[group_id] = members
-                self._rows_of.add(group_id)
 
     def _write_group(self, db: sqlite3.Connection, record: GroupRecord) -> _Members | None:
         """Write a group's snapshot; a consumer group's members as this writes them."""
         group_id, value = record.group_id, record.value
         if not isinstance(value, ConsumerGroupValue):
-            if group_id in self._rows_of:
-                db.execute("DELETE FROM consumer_members WHERE group_id=?", (group_id,))
+            db.execute("DELETE FROM consumer_members WHERE group_id=?", (group_id,))
             if value is None:
                 db.execute("DELETE FROM groups WHERE group_id=?", (group_id,))
             else:
@@ -225,14 +217,13 @@ class Store:
                    (group_id, encode_consumer_head(value)))  # fmt: skip
         before = self._written.get(group_id)
         members = None if before is None else before.followed_by(value.members)
-        if members is None:  # not written by this store yet, or reordered: all of them
+        if before is None or members is None:  # not written by this store yet, or reordered
             db.execute("DELETE FROM consumer_members WHERE group_id=?", (group_id,))
             members = _Members({m.member_id: (m, seq) for seq, m in enumerate(value.members)})
             db.executemany("INSERT INTO consumer_members VALUES (?,?,?,?)",
                            [(group_id, m.member_id, seq, member_json(m))
                             for m, seq in members.values.values()])  # fmt: skip
             return members
-        assert before is not None
         db.executemany("DELETE FROM consumer_members WHERE group_id=? AND member_id=?",
                        [(group_id, member_id) for member_id in before.values
                         if member_id not in members.values])  # fmt: skip
