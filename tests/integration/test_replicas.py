@@ -34,6 +34,7 @@ from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.core.records import OffsetRecord, Record
 from kgroups.coordinator.core.shards import shard_of
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
+from kgroups.coordinator.store import StoreError
 from kgroups.coordinator.store.leases import ShardLeases, Tick
 from kgroups.coordinator.store.postgres import Fence, PostgresStore
 from kgroups.protocol.client import ConnectionClosed, KafkaConnection
@@ -316,6 +317,39 @@ async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
         assert [r.value.offset for r in stored if isinstance(r, OffsetRecord) and r.value] == [5]
         reader.close()
         b.close()
+        await conn.close()
+    finally:
+        await srv.stop()
+
+
+async def test_a_replica_whose_shards_fail_to_load_serves_them_at_a_later_tick(
+    postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading its shards' groups can fail (PostgreSQL ends a session a loaded machine
+    starved inside its transaction, the retry budget runs out): the replica keeps its
+    leases and loads those shards again at its next tick; it does not stop."""
+    calls: list[list[int]] = []
+    plain = PostgresStore.load_shards
+
+    def failing_once(store: PostgresStore, shards: list[int]) -> dict[int, list[Record]]:
+        calls.append(list(shards))
+        if len(calls) == 1:
+            raise StoreError("loading shards failed: the test's database refused")
+        return plain(store, shards)
+
+    monkeypatch.setattr(PostgresStore, "load_shards", failing_once)
+    url = postgres.create_database()
+    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
+    await srv.start()
+    try:
+        replication = srv._replication
+        assert replication is not None and replication.sharding is not None
+        sharding = replication.sharding
+        await async_wait_until(lambda: len(sharding.serving) == 50, 10, "every shard served")
+        assert len(calls) >= 2 and srv.failure is None
+        await admin.create_topic("127.0.0.1", srv.port, "t", 1)
+        conn = await KafkaConnection.open("127.0.0.1", srv.port)
+        assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0
         await conn.close()
     finally:
         await srv.stop()

@@ -31,7 +31,7 @@ from kgroups.coordinator.core.records import (
 from kgroups.coordinator.core.shards import shard_of
 from kgroups.coordinator.core.states import GroupState
 from kgroups.coordinator.store import DB_FILE, RecordStore, Store, StoreError
-from kgroups.coordinator.store.postgres import PostgresStore, redacted
+from kgroups.coordinator.store.postgres import Fence, PostgresStore, redacted
 from tests.postgres import PASSWORD, PostgresServer
 
 MEMBER = MemberValue("m-1", "i-1", "client", "/10.0.0.1", 30_000, 10_000,
@@ -394,6 +394,30 @@ def test_a_database_away_longer_than_the_retry_budget_fails_the_write(
     finally:
         postgres.start_again()
         store.close()
+
+
+def test_a_replica_session_ended_for_idling_in_a_transaction_is_replaced(
+    postgres: PostgresServer,
+) -> None:
+    """PostgreSQL ends a replica's session that sits in a transaction past half a lease
+    (its process frozen, or starved on a loaded machine): the replica's next read is made
+    on a new session, not failed (a failed load of its shards stopped a replica)."""
+    url = postgres.create_database()
+    first = PostgresStore(url)
+    first.open()
+    first.append([OffsetRecord("g", "t", 0, OffsetValue(7, -1, "", 1, None))])
+    first.close()
+    replica = PostgresStore(url, fence=Fence("r0"), lease_ttl_s=0.2, retry_s=10)
+    replica.open()
+    ended = replica.conn
+    ended.execute("BEGIN")
+    time.sleep(0.5)  # the session's limit is 100 ms
+    try:
+        records = replica.load_shard(shard_of("g", replica.shards))
+        assert [r.value.offset for r in records if isinstance(r, OffsetRecord) and r.value] == [7]
+        assert ended.closed and replica.conn is not ended
+    finally:
+        replica.close()
 
 
 def test_another_writer_taking_the_lock_while_the_database_was_away_is_not_overwritten(

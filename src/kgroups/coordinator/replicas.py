@@ -76,6 +76,8 @@ class Replication:
         self.valid_until = 0.0
         self._watchdog: asyncio.TimerHandle | None = None
         self.last_error: str | None = None
+        self._act_error: str | None = None
+        """Why the last tick's loads, releases or reloads failed (logged once while the same)."""
         self.leaving = False
         self._notices: GlobalsNotices | None = None
         self._stale = False
@@ -126,7 +128,16 @@ class Replication:
                 if self.last_error is not None:
                     log.info("replica %s: leases renewed again", self.leases.name)
                 self.last_error = None
-                await self._act(tick)
+                try:
+                    await self._act(tick)
+                except Exception as exc:  # noqa: BLE001 - a shard held but not loaded is loaded next tick
+                    failed = str(exc).strip() or type(exc).__name__
+                    if failed != self._act_error:
+                        log.warning("replica %s: cannot take up its shards' groups (trying "
+                                    "again): %s", self.leases.name, failed)  # fmt: skip
+                    self._act_error = failed
+                else:
+                    self._act_error = None
             await asyncio.sleep(self.tick_s)
 
     async def _act(self, tick: Tick) -> None:

@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.errors import IdleInTransactionSessionTimeout
 
 from kgroups.coordinator.core.records import (
     ConsumerGroupValue,
@@ -340,7 +341,14 @@ class PostgresStore:
             try:
                 if conn.closed:
                     raise psycopg.OperationalError("the connection is closed")
-                return work(conn)
+                try:
+                    return work(conn)
+                except psycopg.Error as exc:
+                    if conn.broken or isinstance(exc, IdleInTransactionSessionTimeout):
+                        # The server ended the session (a replica starved past half its
+                        # lease inside a transaction: `bound_sessions`): a lost connection.
+                        raise psycopg.OperationalError(str(exc)) from exc
+                    raise
             except psycopg.OperationalError as exc:
                 now = time.monotonic()
                 if deadline is None:
@@ -429,23 +437,28 @@ class PostgresStore:
     def _read_shards(
         self, conn: psycopg.Connection[Any], shards: list[int]
     ) -> dict[int, list[Record]]:
-        out: dict[int, list[Record]] = {s: [] for s in shards}
+        # Rows are decoded after COMMIT: a transaction left idle while this thread waits
+        # for the interpreter lock (a loaded machine, thousands of groups) would outlive
+        # `bound_sessions`' limit and be ended by the server.
         with conn.transaction():
-            for shard, group_id, value in conn.execute(
+            groups = conn.execute(
                 f"SELECT shard, group_id, value FROM {SCHEMA}.groups WHERE shard = ANY(%s)",
                 (shards,),
-            ):
-                out[shard].append(GroupRecord(_unesc(group_id), decode_group(value)))
-            for row in conn.execute(
+            ).fetchall()
+            offsets = conn.execute(
                 "SELECT shard, group_id, topic, partition, committed_offset, leader_epoch, "
                 f"metadata, commit_ms, expire_ms FROM {SCHEMA}.offsets WHERE shard = ANY(%s)",
                 (shards,),
-            ):
-                shard, group_id, topic, partition, offset, epoch, metadata, at, expire = row
-                out[shard].append(OffsetRecord(
-                    _unesc(group_id), _unesc(topic), partition,
-                    OffsetValue(offset, epoch, _unesc(metadata), at, expire),
-                ))  # fmt: skip
+            ).fetchall()
+        out: dict[int, list[Record]] = {s: [] for s in shards}
+        for shard, group_id, value in groups:
+            out[shard].append(GroupRecord(_unesc(group_id), decode_group(value)))
+        for row in offsets:
+            shard, group_id, topic, partition, offset, epoch, metadata, at, expire = row
+            out[shard].append(OffsetRecord(
+                _unesc(group_id), _unesc(topic), partition,
+                OffsetValue(offset, epoch, _unesc(metadata), at, expire),
+            ))  # fmt: skip
         return out
 
     def _read_all(self, conn: psycopg.Connection[Any], *, groups: bool = True) -> Iterator[Record]:
@@ -609,10 +622,10 @@ class _Batch:
         ):
             self.write_offsets_at_once(conn)
             return
+        groups = {g: None if v is None else encode_group(v) for g, v in self.groups.items()}
         with conn.transaction(), conn.cursor() as cur:
             self._check_fence(cur)
             self._write_offsets(cur)
-            groups = {g: None if v is None else encode_group(v) for g, v in self.groups.items()}
             for table, rows in (("groups", groups), ("group_configs", self.configs)):
                 gone = [_esc(g) for g, v in rows.items() if v is None]
                 if gone:
