@@ -29,8 +29,12 @@ For each group size (--sizes; a topic with 2 partitions per member):
   requests are encoded once and only an answer's error code is read, so that the load
   generator, on one core, does as little per heartbeat as it can.
 
+`--store postgresql` runs kgroups as one coordinator replica on a PostgreSQL (fsync on,
+pinned to the server's core with it) instead of on SQLite: the store a replicated
+coordinator writes every member's epoch to.
+
     python bench/consumer_protocol.py [--sizes 100,1000] [--trials 5] [--seconds 3]
-                                      [--window 16]
+                                      [--window 16] [--store sqlite|postgresql]
 """
 
 from __future__ import annotations
@@ -40,9 +44,12 @@ import asyncio
 import contextlib
 import random
 import struct
+import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +61,8 @@ from kio.schema.consumer_group_heartbeat.v1 import response as hb_resp
 from bench.common import (
     KAFKA_LABEL,
     LOAD_CPU,
+    SERVER_CPU,
+    START_S,
     Target,
     kafka_broker,
     kgroups_coordinator,
@@ -63,6 +72,7 @@ from bench.common import (
 from bench.loadgen import Conn, connect, find_coordinator, now
 from kgroups import admin
 from kgroups.protocol.build import build
+from tests.postgres import PostgresServer
 
 ERROR = struct.Struct(">h")
 RETRY = {14, 15, 16}
@@ -294,6 +304,37 @@ def measure(target: Target, sizes: list[int], trials: int, seconds: float,
     return out
 
 
+@contextlib.contextmanager
+def kgroups_on(store: str, *extra: str) -> Iterator[Target]:
+    """The coordinator on `store`: SQLite, or one replica on a fresh PostgreSQL serving
+    every shard."""
+    if store == "sqlite":
+        with kgroups_coordinator(*extra) as target:
+            yield target
+        return
+    import psycopg
+
+    pg = PostgresServer(fsync=True).start()
+    try:
+        subprocess.run(["taskset", "-a", "-p", "-c", SERVER_CPU, str(pg.pid())],
+                       check=False, capture_output=True)  # fmt: skip
+        url = pg.create_database()
+        with kgroups_coordinator(*extra, "--store", url, "--lease-ttl", "5") as target:
+            deadline = time.monotonic() + START_S
+            owned = "SELECT count(*) FROM kgroups.shard_owners WHERE owner IS NOT NULL"
+            while True:
+                with psycopg.connect(url) as db:
+                    row = db.execute(owned).fetchone()
+                if row is not None and row[0] == 50:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the replica never took every shard")
+                time.sleep(0.2)
+            yield target
+    finally:
+        pg.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="100,1000")
@@ -301,12 +342,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--interval-ms", type=int, default=500)
     parser.add_argument("--window", type=int, default=16)
+    parser.add_argument("--store", choices=("sqlite", "postgresql"), default="sqlite")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     pin_self(LOAD_CPU)
     interval, every = str(args.interval_ms), args.interval_ms / 1000
     results: dict[str, dict[int, Any]] = {}
-    with kgroups_coordinator("--consumer-heartbeat-interval-ms", interval) as target:
+    with kgroups_on(args.store, "--consumer-heartbeat-interval-ms", interval) as target:
         results["kgroups"] = measure(target, sizes, args.trials, args.seconds, every,
                                        args.window)  # fmt: skip
     kafka_settings = {
@@ -320,7 +362,8 @@ def main() -> None:
                                                args.window)  # fmt: skip
     print(
         f"\nConsumer protocol (KIP-848): members heartbeat every {args.interval_ms} ms and "
-        f"ack at once; 2 partitions per member; median of {args.trials} trials"
+        f"ack at once; 2 partitions per member; median of {args.trials} trials; kgroups "
+        f"on {'SQLite' if args.store == 'sqlite' else 'PostgreSQL (one replica)'}"
     )
     w = args.window
     print(f"{'target':<14}{'members':>8}{'leave s':>10}{'join s':>10}"

@@ -355,6 +355,34 @@ async def test_a_replica_whose_shards_fail_to_load_serves_them_at_a_later_tick(
         await srv.stop()
 
 
+async def test_member_rows_wait_until_no_replica_from_before_them_is_alive(
+    postgres: PostgresServer,
+) -> None:
+    """A replica started before consumer groups' members were rows (schema 4) registers
+    without saying it reads them: while it is alive, the others write whole groups."""
+    url = postgres.create_database()
+    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=1.0))
+    await srv.start()
+    try:
+        replication = srv._replication
+        assert replication is not None
+        store = replication.store
+        await async_wait_until(lambda: store.member_rows, 10, "member rows (no old replica)")
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(
+                "INSERT INTO kgroups.replicas (name, node_id, listeners, expires_at) "
+                "VALUES ('old', 99, '{}', now() + interval '1 hour')"
+            )  # what a replica of schema 3 writes
+            await async_wait_until(lambda: not store.member_rows, 10, "whole groups")
+            for _ in range(10):  # and so it stays while the old replica is alive
+                await asyncio.sleep(0.2)
+                assert not store.member_rows
+            db.execute("UPDATE kgroups.replicas SET expires_at = now() WHERE name = 'old'")
+            await async_wait_until(lambda: store.member_rows, 10, "member rows again")
+    finally:
+        await srv.stop()
+
+
 async def test_replicas_on_one_host_without_names_are_told_apart_by_their_ports(
     postgres: PostgresServer,
 ) -> None:

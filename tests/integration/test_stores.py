@@ -208,7 +208,17 @@ def _with(group: ConsumerGroupValue, *members: ConsumerMemberValue) -> ConsumerG
     return dataclasses.replace(group, members=members)
 
 
-def test_a_consumer_group_written_member_by_member_loads_as_last_written(tmp_path: Path) -> None:
+def _sql(store: RecordStore, query: str) -> list[tuple[object, ...]]:
+    """`query` on either store's database; `{s}` before a table's name (PostgreSQL's are
+    in schema kgroups)."""
+    if isinstance(store, Store):
+        return store.db.execute(query.format(s="")).fetchall()
+    assert isinstance(store, PostgresStore)
+    cur = store.conn.execute(query.format(s="kgroups."))
+    return cur.fetchall() if cur.description is not None else []
+
+
+def test_a_consumer_group_written_member_by_member_loads_as_last_written(opener: Opener) -> None:
     """Each snapshot writes the members that changed; whatever the sequence (a member
     changed, one left, one joined, the order changed, the group turned classic and back,
     deleted), a new process loads exactly the last snapshot, members in order."""
@@ -227,20 +237,21 @@ def test_a_consumer_group_written_member_by_member_loads_as_last_written(tmp_pat
         CONSUMER_GROUP,
     ]
     for step in steps:
-        store = opened(tmp_path)
+        store = opener()
         store.append([GroupRecord("g", step)])
         assert list(store.load()) == [GroupRecord("g", step)]
         store.close()
-    store = opened(tmp_path)
+    store = opener()
     for step in steps:  # one process: each snapshot written over the one before
         store.append([GroupRecord("g", step)])
         assert list(store.load()) == [GroupRecord("g", step)], step
+        rows = 0 if isinstance(step, GroupValue) else len(step.members)
+        assert _sql(store, "SELECT count(*) FROM {s}consumer_members") == [(rows,)]
     store.append([GroupRecord("g", None)])
     store.close()
-    store = opened(tmp_path)
+    store = opener()
     assert list(store.load()) == []
-    assert store.db.execute("SELECT count(*) FROM consumer_members").fetchone() == (0,)
-    store.close()
+    assert _sql(store, "SELECT count(*) FROM {s}consumer_members") == [(0,)]
 
 
 def test_a_snapshot_after_one_members_change_writes_that_member(tmp_path: Path) -> None:
@@ -260,20 +271,21 @@ def test_a_snapshot_after_one_members_change_writes_that_member(tmp_path: Path) 
 
 
 def test_a_failed_write_of_a_consumer_group_writes_it_whole_the_next_time(
-    tmp_path: Path,
+    opener: Opener,
 ) -> None:
     """A batch that failed after a group's rows were written rolled them back: the store
     must not take them as written."""
     m1, m2, m3 = CONSUMER_GROUP.members
-    store = opened(tmp_path)
+    store = opener()
     store.append([GroupRecord("g", CONSUMER_GROUP)])
-    changed = _with(CONSUMER_GROUP, dataclasses.replace(m1, epoch=9), m2, m3)
-    store.db.execute("DROP TABLE topics")
+    changed = _with(CONSUMER_GROUP, m1, dataclasses.replace(m2, epoch=9), m3)
+    _sql(store, "ALTER TABLE {s}topics RENAME TO gone_topics")
     with pytest.raises(StoreError, match="writ"):
         store.append([GroupRecord("g", changed), TopicRecord("t", None)])
-    store.append([GroupRecord("g", changed)])
+    _sql(store, "ALTER TABLE {s}gone_topics RENAME TO topics")
+    store.append([GroupRecord("g", _with(CONSUMER_GROUP, m1, m3))])
     store.close()
-    assert list(opened(tmp_path).load()) == [GroupRecord("g", changed)]
+    assert list(opener().load()) == [GroupRecord("g", _with(CONSUMER_GROUP, m1, m3))]
 
 
 def test_a_schema_2_store_keeps_its_consumer_groups_and_writes_members_as_rows(
@@ -329,6 +341,133 @@ def test_each_group_row_carries_the_shard_kafka_would_give_it(postgres: Postgres
     store.close()
     with pytest.raises(StoreError, match="created with 7 shards"):
         PostgresStore(url, shards=50).open()
+
+
+def _versions(store: PostgresStore) -> dict[str, str]:
+    """Each member row's version (xmin: the transaction that last wrote it)."""
+    query = "SELECT member_id, xmin::text FROM kgroups.consumer_members"
+    return dict(store.conn.execute(query).fetchall())
+
+
+def test_a_postgresql_snapshot_after_one_members_change_writes_that_members_row(
+    postgres: PostgresServer,
+) -> None:
+    """As in SQLite: a heartbeat that moved one member's epoch in a thousand-member group
+    writes the head and that member's row, not the group's 300 KB."""
+    members = [dataclasses.replace(CONSUMER_GROUP.members[0], member_id=f"m-{n}")
+               for n in range(1000)]  # fmt: skip
+    url = postgres.create_database()
+    store = PostgresStore(url)
+    store.open()
+    store.append([GroupRecord("g", _with(CONSUMER_GROUP, *members))])
+    before = _versions(store)
+    members[500] = dataclasses.replace(members[500], epoch=10)
+    store.append([GroupRecord("g", _with(CONSUMER_GROUP, *members))])
+    after = _versions(store)
+    assert [m for m, version in after.items() if version != before[m]] == ["m-500"]
+    store.close()
+    again = PostgresStore(url)
+    again.open()
+    assert list(again.load()) == [GroupRecord("g", _with(CONSUMER_GROUP, *members))]
+    again.close()
+
+
+def _replica_store(url: str, name: str, shard: int, epoch: int) -> PostgresStore:
+    """A replica's store holding `shard` at `epoch` (set in the database here, as a tick
+    would)."""
+    store = PostgresStore(url, fence=Fence(name))
+    store.open()
+    store.conn.execute(
+        "UPDATE kgroups.shard_owners SET owner = %s, epoch = %s, "
+        "expires_at = now() + interval '1 hour' WHERE shard = %s",
+        (name, epoch, shard),
+    )
+    store.fence.hold(shard, epoch)  # type: ignore[union-attr]
+    return store
+
+
+def test_a_replica_writes_member_rows_only_while_every_replica_reads_them(
+    postgres: PostgresServer,
+) -> None:
+    """A replica from before member rows (still running through an upgrade) would load a
+    group written as rows without its members: until every live replica reads them
+    (`member_rows`, from the leases) a replica writes whole groups, and a group written
+    whole loses the rows it had."""
+    url = postgres.create_database()
+    shard = shard_of("g", 50)
+    store = _replica_store(url, "r0", shard, 1)
+    m1, m2, m3 = CONSUMER_GROUP.members
+    changed = _with(CONSUMER_GROUP, m1, dataclasses.replace(m2, epoch=9), m3)
+    for rows, value in ((False, CONSUMER_GROUP), (True, changed), (False, CONSUMER_GROUP),
+                        (True, changed)):  # fmt: skip
+        store.member_rows = rows
+        store.append([GroupRecord("g", value)])
+        (head,) = store.conn.execute("SELECT value FROM kgroups.groups").fetchone() or ()
+        count = store.conn.execute("SELECT count(*) FROM kgroups.consumer_members").fetchone()
+        assert count == ((3,) if rows else (0,))
+        assert ('"member_rows":true' in head) is rows
+        assert store.load_shard(shard) == [GroupRecord("g", value)]
+    store.close()
+
+
+def test_a_replica_that_loads_a_shard_again_writes_its_groups_whole(
+    postgres: PostgresServer,
+) -> None:
+    """Another replica may have written a group while this one did not hold its shard:
+    after loading the shard again, its member rows are written whole, not as changes
+    against what this replica wrote before."""
+    url = postgres.create_database()
+    shard = shard_of("g", 50)
+    m1, m2, m3 = CONSUMER_GROUP.members
+    m4 = dataclasses.replace(m2, member_id="m-4")
+    a = _replica_store(url, "a", shard, 1)
+    a.member_rows = True
+    a.append([GroupRecord("g", CONSUMER_GROUP)])
+    b = _replica_store(url, "b", shard, 2)  # took the shard over
+    b.member_rows = True
+    assert b.load_shard(shard) == [GroupRecord("g", CONSUMER_GROUP)]
+    b.append([GroupRecord("g", _with(CONSUMER_GROUP, m1, m3, m4))])
+    b.close()
+    a.conn.execute("UPDATE kgroups.shard_owners SET owner = 'a', epoch = 3 WHERE shard = %s",
+                   (shard,))  # fmt: skip
+    a.fence.hold(shard, 3)  # type: ignore[union-attr]
+    assert a.load_shard(shard) == [GroupRecord("g", _with(CONSUMER_GROUP, m1, m3, m4))]
+    a.append([GroupRecord("g", CONSUMER_GROUP)])  # its members as a wrote them before
+    assert a.load_shard(shard) == [GroupRecord("g", CONSUMER_GROUP)]
+    a.close()
+
+
+def test_a_schema_3_database_keeps_its_consumer_groups_and_writes_members_as_rows(
+    postgres: PostgresServer,
+) -> None:
+    """A consumer group written before member rows (its members inside its document)
+    loads as it was after the upgrade, and its next snapshot is written as rows."""
+    from kgroups.coordinator.store.codec import encode_group
+
+    url = postgres.create_database()
+    store = PostgresStore(url)
+    store.open()
+    for statement in (
+        "DROP TABLE kgroups.consumer_members",
+        "ALTER TABLE kgroups.replicas DROP COLUMN member_rows",
+        "UPDATE kgroups.meta SET value = '3' WHERE key = 'schema_version'",
+    ):
+        store.conn.execute(statement)
+    store.conn.execute("INSERT INTO kgroups.groups VALUES ('g', %s, %s)",
+                       (shard_of("g", 50), encode_group(CONSUMER_GROUP)))  # fmt: skip
+    store.close()
+    store = PostgresStore(url)
+    store.open()
+    assert list(store.load()) == [GroupRecord("g", CONSUMER_GROUP)]
+    version = "SELECT value FROM kgroups.meta WHERE key = 'schema_version'"
+    assert store.conn.execute(version).fetchone() == ("4",)
+    store.append([GroupRecord("g", CONSUMER_GROUP)])
+    assert store.conn.execute("SELECT count(*) FROM kgroups.consumer_members").fetchone() == (3,)
+    store.close()
+    store = PostgresStore(url)
+    store.open()
+    assert list(store.load()) == [GroupRecord("g", CONSUMER_GROUP)]
+    store.close()
 
 
 def test_a_newer_schema_is_refused_and_an_older_one_is_not_touched(

@@ -150,6 +150,10 @@ class Replication:
             self._watchdog.cancel()
         self._watchdog = loop.call_at(self.valid_until, self._expired)
         sharding.owners = dict(tick.owners)
+        # Member rows once no live replica predates them (an upgrade's old replicas are
+        # gone); whole groups again while one is back (renewing late), though a group
+        # written as rows before that loads there without its members (they rejoin).
+        self.store.member_rows = all(r.member_rows for r in tick.replicas)
         sharding.brokers = {
             r.node_id: {
                 name: Node(r.node_id, host, port) for name, (host, port) in r.listeners.items()

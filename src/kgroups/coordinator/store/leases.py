@@ -55,6 +55,9 @@ class Replica:
     node_id: int
     listeners: Mapping[str, tuple[str, int]]
     """Listener name -> advertised (host, port)."""
+    member_rows: bool = True
+    """It reads consumer groups whose members are rows (a replica from before schema 4,
+    still running through an upgrade, does not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +133,8 @@ class ShardLeases:
                 ).fetchone()
                 if row is None:
                     row = conn.execute(
-                        f"INSERT INTO {SCHEMA}.replicas (name, node_id, listeners, expires_at) "
-                        "SELECT %s, coalesce(max(node_id) + 1, 0), %s, now() "
+                        f"INSERT INTO {SCHEMA}.replicas (name, node_id, listeners, expires_at, "
+                        "member_rows) SELECT %s, coalesce(max(node_id) + 1, 0), %s, now(), true "
                         f"FROM {SCHEMA}.replicas RETURNING node_id",
                         (self.name, self._listeners_json()),
                     ).fetchone()
@@ -162,7 +165,8 @@ class ShardLeases:
                          (f"{int(ttl * 250)}ms",))  # fmt: skip
             conn.execute(
                 f"UPDATE {SCHEMA}.replicas SET listeners = %s, leaving = false, "
-                "expires_at = now() + %s * interval '1 second' WHERE name = %s",
+                "member_rows = true, expires_at = now() + %s * interval '1 second' "
+                "WHERE name = %s",
                 (self._listeners_json(), ttl, self.name),
             )
             held = dict(
@@ -213,13 +217,14 @@ class ShardLeases:
 
     def _live(self, conn: psycopg.Connection[Any]) -> tuple[Replica, ...]:
         rows = conn.execute(
-            f"SELECT name, node_id, listeners FROM {SCHEMA}.replicas "
+            f"SELECT name, node_id, listeners, member_rows FROM {SCHEMA}.replicas "
             "WHERE expires_at > now() AND NOT leaving ORDER BY node_id"
         ).fetchall()
         return tuple(
-            Replica(name, node_id, {k: (h, int(p)) for k, (h, p) in json.loads(ls).items()})
-            for name, node_id, ls in rows
-        )
+            Replica(name, node_id, {k: (h, int(p)) for k, (h, p) in json.loads(ls).items()},
+                    rows_read)
+            for name, node_id, ls, rows_read in rows
+        )  # fmt: skip
 
     def _owners(
         self, conn: psycopg.Connection[Any], replicas: tuple[Replica, ...]

@@ -64,9 +64,11 @@ from kgroups.coordinator.store.codec import (
     decode_group,
     decode_group_configs,
     decode_topic_configs,
+    encode_consumer_head,
     encode_group,
     encode_pairs,
 )
+from kgroups.coordinator.store.member_rows import MemberWrites, WrittenMembers, member_writes
 from kgroups.coordinator.store.notices import GLOBALS_CHANNEL
 
 log = logging.getLogger("kgroups.coordinator.store")
@@ -141,6 +143,15 @@ MIGRATIONS: tuple[str, ...] = (
         RETURN held;
     END
     $body$;
+    """,
+    # 4: a consumer group's members as rows of their own (`member_rows`), written once
+    # every live replica reads them (`replicas.member_rows`, set by each replica's tick).
+    """
+    CREATE TABLE kgroups.consumer_members (
+        group_id text NOT NULL, member_id text NOT NULL, shard smallint NOT NULL,
+        seq bigint NOT NULL, value text NOT NULL, PRIMARY KEY (group_id, member_id));
+    CREATE INDEX consumer_members_by_shard ON kgroups.consumer_members (shard);
+    ALTER TABLE kgroups.replicas ADD COLUMN member_rows boolean NOT NULL DEFAULT false;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -227,6 +238,12 @@ class PostgresStore:
         self.fence = fence
         self.lease_ttl_s = lease_ttl_s
         self._conn: psycopg.Connection[Any] | None = None
+        self.member_rows = fence is None
+        """Whether a consumer group's members are written as rows of their own. A replica
+        does so only while every live replica reads them (`Replication` sets it from each
+        tick): one started before they existed would load a group without its members."""
+        self._written: dict[str, WrittenMembers] = {}
+        """What this store last wrote of each consumer group's member rows."""
         self.globals_seen: int | None = None
         """A replica: the version of the cluster's topics and group settings it last read
         (`load`) or wrote. Its writes of them are made only while the database's version
@@ -280,6 +297,7 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"cannot open {self.where}: {exc}") from exc
         self._conn = conn
+        self._written = {}
         log.info("store: %s (schema %d, %d shards)", self.where, SCHEMA_VERSION, self.shards)
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
@@ -432,6 +450,13 @@ class PostgresStore:
     def load_shards(self, shards: list[int]) -> dict[int, list[Record]]:
         """The groups and committed offsets of `shards`, by shard, in one transaction (a
         replica starting claims its whole share at once)."""
+        # Another replica may have written their groups since this one did (and what
+        # this one wrote of shards it no longer holds is dropped).
+        count, held = self.shards, self.fence.epochs if self.fence is not None else None
+        self._written = {
+            g: m for g, m in self._written.items()
+            if shard_of(g, count) not in shards and (held is None or shard_of(g, count) in held)
+        }  # fmt: skip
         return self._retrying("loading shards", lambda c: self._read_shards(c, shards))
 
     def _read_shards(
@@ -445,6 +470,11 @@ class PostgresStore:
                 f"SELECT shard, group_id, value FROM {SCHEMA}.groups WHERE shard = ANY(%s)",
                 (shards,),
             ).fetchall()
+            members = _member_rows(conn.execute(
+                f"SELECT group_id, value FROM {SCHEMA}.consumer_members WHERE shard = ANY(%s) "
+                "ORDER BY group_id, seq",
+                (shards,),
+            ).fetchall())  # fmt: skip
             offsets = conn.execute(
                 "SELECT shard, group_id, topic, partition, committed_offset, leader_epoch, "
                 f"metadata, commit_ms, expire_ms FROM {SCHEMA}.offsets WHERE shard = ANY(%s)",
@@ -452,7 +482,8 @@ class PostgresStore:
             ).fetchall()
         out: dict[int, list[Record]] = {s: [] for s in shards}
         for shard, group_id, value in groups:
-            out[shard].append(GroupRecord(_unesc(group_id), decode_group(value)))
+            group = GroupRecord(_unesc(group_id), decode_group(value, members.get(group_id)))
+            out[shard].append(group)
         for row in offsets:
             shard, group_id, topic, partition, offset, epoch, metadata, at, expire = row
             out[shard].append(OffsetRecord(
@@ -477,10 +508,13 @@ class PostgresStore:
                 yield GroupConfigRecord(_unesc(group_id), decode_group_configs(value))
             if not groups:  # a replica: groups and offsets come shard by shard
                 return
+            members = _member_rows(conn.execute(
+                f"SELECT group_id, value FROM {SCHEMA}.consumer_members ORDER BY group_id, seq"
+            ).fetchall())  # fmt: skip
             for group_id, value in conn.execute(
                 f"SELECT group_id, value FROM {SCHEMA}.groups ORDER BY group_id"
             ):
-                yield GroupRecord(_unesc(group_id), decode_group(value))
+                yield GroupRecord(_unesc(group_id), decode_group(value, members.get(group_id)))
             with conn.cursor(name="kgroups_load_offsets") as cur:
                 cur.itersize = LOAD_BATCH_ROWS
                 cur.execute(
@@ -499,11 +533,18 @@ class PostgresStore:
         if not records:
             return
         batch = _Batch(self.shards, self.fence, self.globals_seen)
+        if self.member_rows:
+            batch.written = self._written
         for record in records:
             batch.add(record)
         self._retrying("writing", batch.write)
         if batch.globals_now is not None:
             self.globals_seen = batch.globals_now
+        for group_id, members in batch.members_after.items():  # what the database holds
+            if members is None:
+                self._written.pop(group_id, None)
+            else:
+                self._written[group_id] = members
 
     def holds_records(self) -> bool:
         """Whether any topic, group, group setting or offset is stored."""
@@ -576,6 +617,11 @@ class _Batch:
         protocol group's snapshot after each of many heartbeats) is encoded once."""
         self.configs: dict[str, str | None] = {}
         self.topics: dict[str, TopicValue | None] = {}
+        self.written: dict[str, WrittenMembers] | None = None
+        """What the store last wrote of consumer groups' member rows; None: groups are
+        written as whole documents (and lose any member rows they had)."""
+        self.members_after: dict[str, WrittenMembers | None] = {}
+        """Once written: the member rows each group of the batch now has (None: none)."""
 
     def add(self, record: Record) -> None:
         if isinstance(record, OffsetRecord):
@@ -622,10 +668,12 @@ class _Batch:
         ):
             self.write_offsets_at_once(conn)
             return
-        groups = {g: None if v is None else encode_group(v) for g, v in self.groups.items()}
+        groups, members = self._encoded_groups()
         with conn.transaction(), conn.cursor() as cur:
             self._check_fence(cur)
             self._write_offsets(cur)
+            if members:
+                self._write_members(cur, members)
             for table, rows in (("groups", groups), ("group_configs", self.configs)):
                 gone = [_esc(g) for g, v in rows.items() if v is None]
                 if gone:
@@ -653,6 +701,60 @@ class _Batch:
                         (_esc(name), topic.topic_id, topic.partitions, topic.created_ms,
                          encode_pairs(topic.configs)),
                     )  # fmt: skip
+        self.members_after = {g: None if w is None else w.after for g, w in members.items()}
+
+    def _encoded_groups(self) -> tuple[dict[str, str | None], dict[str, MemberWrites | None]]:
+        """Each group's document (encoded before the transaction: a session idle inside
+        one is ended), and for a consumer group whose members are rows, their writes
+        (None: the group has no member rows once written)."""
+        groups: dict[str, str | None] = {}
+        members: dict[str, MemberWrites | None] = {}
+        written = self.written
+        for group_id, value in self.groups.items():
+            if written is not None and isinstance(value, ConsumerGroupValue):
+                groups[group_id] = encode_consumer_head(value)
+                members[group_id] = member_writes(written.get(group_id), value.members)
+            else:
+                groups[group_id] = None if value is None else encode_group(value)
+                members[group_id] = None
+        return groups, members
+
+    def _write_members(
+        self, cur: psycopg.Cursor[Any], members: dict[str, MemberWrites | None]
+    ) -> None:
+        cleared = [_esc(g) for g, w in members.items() if w is None or w.rewrite]
+        if cleared:
+            cur.execute(
+                f"DELETE FROM {SCHEMA}.consumer_members WHERE group_id = ANY(%s)", (cleared,)
+            )
+        gone: list[list[str]] = [[], []]
+        rows: list[list[Any]] = [[], [], [], [], []]
+        for group_id, writes in members.items():
+            if writes is None:
+                continue
+            stored, shard = _esc(group_id), shard_of(group_id, self.shards)
+            for member_id in writes.gone:
+                gone[0].append(stored)
+                gone[1].append(_esc(member_id))
+            for member_id, seq, document in writes.upserts:
+                for column, cell in zip(
+                    rows, (stored, _esc(member_id), shard, seq, document), strict=True
+                ):
+                    column.append(cell)
+        if gone[0]:
+            cur.execute(
+                f"DELETE FROM {SCHEMA}.consumer_members WHERE (group_id, member_id) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+                gone,
+            )
+        if rows[0]:
+            cur.execute(
+                f"INSERT INTO {SCHEMA}.consumer_members SELECT * FROM unnest(%s::text[], "
+                "%s::text[], %s::smallint[], %s::bigint[], %s::text[]) "
+                "ON CONFLICT (group_id, member_id) DO UPDATE SET seq = EXCLUDED.seq, "
+                "value = EXCLUDED.value",
+                rows,
+            )
 
     def _bump_globals(self, cur: psycopg.Cursor[Any]) -> None:
         """One more version of the topics and group settings; for a replica, only if the
@@ -713,6 +815,14 @@ class _Batch:
             for column, cell in zip(columns, row, strict=True):
                 column.append(cell)
         return columns
+
+
+def _member_rows(rows: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """(stored group id, member document) rows in order -> each group's documents."""
+    out: dict[str, list[str]] = {}
+    for group_id, value in rows:
+        out.setdefault(group_id, []).append(value)
+    return out
 
 
 def _globals_version(conn: psycopg.Connection[Any]) -> int:

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from kgroups.coordinator.core.records import (
     ConsumerGroupValue,
-    ConsumerMemberValue,
     GroupConfigRecord,
     GroupRecord,
     OffsetRecord,
@@ -40,8 +39,8 @@ from kgroups.coordinator.store.codec import (
     encode_consumer_head,
     encode_group,
     encode_pairs,
-    member_json,
 )
+from kgroups.coordinator.store.member_rows import WrittenMembers, member_writes
 
 SCHEMA_VERSION = 3
 """1: the first; 2: topics.configs (topic config overrides, JSON [[name, value], ...]);
@@ -77,7 +76,7 @@ class Store:
         self._synchronous = synchronous
         self._db: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
-        self._written: dict[str, _Members] = {}
+        self._written: dict[str, WrittenMembers] = {}
         """Each consumer group's members as this store last wrote them."""
 
     def open(self) -> None:
@@ -182,7 +181,7 @@ class Store:
         # A group's record is a whole snapshot: only its last in the batch is written (a
         # consumer-protocol group may have one per heartbeat of a busy rebalance).
         last = {r.group_id: i for i, r in enumerate(records) if isinstance(r, GroupRecord)}
-        written: dict[str, _Members | None] = {}
+        written: dict[str, WrittenMembers | None] = {}
         try:
             db.execute("BEGIN IMMEDIATE")
             for i, record in enumerate(records):
@@ -202,7 +201,7 @@ class Store:
             else:
                 self._written[group_id] = members
 
-    def _write_group(self, db: sqlite3.Connection, record: GroupRecord) -> _Members | None:
+    def _write_group(self, db: sqlite3.Connection, record: GroupRecord) -> WrittenMembers | None:
         """Write a group's snapshot; a consumer group's members as this writes them."""
         group_id, value = record.group_id, record.value
         if not isinstance(value, ConsumerGroupValue):
@@ -215,23 +214,14 @@ class Store:
             return None
         db.execute("INSERT OR REPLACE INTO groups VALUES (?,?)",
                    (group_id, encode_consumer_head(value)))  # fmt: skip
-        before = self._written.get(group_id)
-        members = None if before is None else before.followed_by(value.members)
-        if before is None or members is None:  # not written by this store yet, or reordered
+        writes = member_writes(self._written.get(group_id), value.members)
+        if writes.rewrite:
             db.execute("DELETE FROM consumer_members WHERE group_id=?", (group_id,))
-            members = _Members({m.member_id: (m, seq) for seq, m in enumerate(value.members)})
-            db.executemany("INSERT INTO consumer_members VALUES (?,?,?,?)",
-                           [(group_id, m.member_id, seq, member_json(m))
-                            for m, seq in members.values.values()])  # fmt: skip
-            return members
         db.executemany("DELETE FROM consumer_members WHERE group_id=? AND member_id=?",
-                       [(group_id, member_id) for member_id in before.values
-                        if member_id not in members.values])  # fmt: skip
+                       [(group_id, member_id) for member_id in writes.gone])  # fmt: skip
         db.executemany("INSERT OR REPLACE INTO consumer_members VALUES (?,?,?,?)",
-                       [(group_id, m.member_id, seq, member_json(m))
-                        for m, seq in members.values.values()
-                        if before.values.get(m.member_id, (None, 0))[0] is not m])  # fmt: skip
-        return members
+                       [(group_id, *row) for row in writes.upserts])  # fmt: skip
+        return writes.after
 
     @staticmethod
     def _apply(db: sqlite3.Connection, record: Record) -> None:
@@ -276,35 +266,3 @@ class Store:
                     encode_pairs(v2.configs),
                 ),
             )
-
-
-class _Members:
-    """A consumer group's members as written: each one's value (compared by identity: the
-    core makes a member's value again only when it changed) and `seq`, in the group's
-    order."""
-
-    __slots__ = ("values",)
-
-    def __init__(self, values: dict[str, tuple[ConsumerMemberValue, int]]) -> None:
-        self.values = values
-
-    def followed_by(self, members: Sequence[ConsumerMemberValue]) -> _Members | None:
-        """The members written next as `members`: the ones kept keep their `seq`, new
-        ones go after the last; None when `members` is not in that order (the rows would
-        load in another), so that all are written again."""
-        values = self.values
-        kept = {m.member_id for m in members if m.member_id in values}
-        order = [member_id for member_id in values if member_id in kept]
-        if [m.member_id for m in members[: len(order)]] != order:
-            return None
-        seq = next(reversed(values.values()))[1] + 1 if values else 0  # in seq order
-        out: dict[str, tuple[ConsumerMemberValue, int]] = {}
-        for i, m in enumerate(members):
-            if i < len(order):
-                out[m.member_id] = (m, values[m.member_id][1])
-            else:
-                if m.member_id in values:
-                    return None  # a kept member after a new one
-                out[m.member_id] = (m, seq)
-                seq += 1
-        return _Members(out)
