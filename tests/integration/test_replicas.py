@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import signal
 import socket
 import threading
@@ -298,10 +299,11 @@ async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
         committing = asyncio.create_task(conn.request(commit("g", 6)))
         await asyncio.sleep(0.2)
 
-        def unreachable() -> Tick:
-            raise psycopg.OperationalError("the test cut the lease connection")
+        def unreachable(*_: object) -> Tick:
+            raise psycopg.OperationalError("the test cut the lease connections")
 
         replication.leases.tick = unreachable  # type: ignore[method-assign]
+        replication.leases.renew = unreachable  # type: ignore[method-assign,assignment]
         await asyncio.sleep(1.5)  # a's leases expire
         b = ShardLeases(url, name="b", listeners={"PLAINTEXT": ("b", 1)}, ttl_s=30)
         await asyncio.to_thread(b.open)
@@ -379,6 +381,43 @@ async def test_member_rows_wait_until_no_replica_from_before_them_is_alive(
                 assert not store.member_rows
             db.execute("UPDATE kgroups.replicas SET expires_at = now() WHERE name = 'old'")
             await async_wait_until(lambda: store.member_rows, 10, "member rows again")
+    finally:
+        await srv.stop()
+
+
+async def test_a_long_turn_of_the_event_loop_keeps_the_leases_a_wedged_loop_loses_them(
+    postgres: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer group of hundreds joining at once makes turns of the event loop of
+    seconds: the keep-alive thread renews the leases meanwhile, so the replica goes on
+    serving. A loop that has not turned for `stall_s` is not kept alive: its replica stops
+    serving when its leases run out, and its shards can go to the others."""
+    url = postgres.create_database()
+    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
+    await srv.start()
+    try:
+        replication = srv._replication
+        assert replication is not None and replication.sharding is not None
+        sharding = replication.sharding
+        await async_wait_until(lambda: len(sharding.serving) == 50, 10, "every shard served")
+        caplog.set_level(logging.INFO, "kgroups.coordinator.replicas")
+        time.sleep(3.0)  # the loop blocked past the leases' validity (1.5 s)
+        await asyncio.sleep(0.2)  # the watchdog's moment has come
+        assert len(sharding.serving) == 50
+        assert "not renewed in time" not in caplog.text
+        with psycopg.connect(url, autocommit=True) as db:
+            (left,) = db.execute(
+                "SELECT min(expires_at - now()) FROM kgroups.shard_owners"
+            ).fetchone() or (None,)
+        assert left is not None and left.total_seconds() > 0.5
+        await admin.create_topic("127.0.0.1", srv.port, "t", 1)
+        conn = await KafkaConnection.open("127.0.0.1", srv.port)
+        assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0
+        await conn.close()
+        assert replication.stall_s < 7.0
+        time.sleep(replication.stall_s + 1.5)  # wedged: the keep-alive gives up
+        await asyncio.sleep(0.2)
+        assert "not renewed in time" in caplog.text
     finally:
         await srv.stop()
 

@@ -21,7 +21,11 @@ replica acts on what changed, on the event loop:
 
 A replica that cannot renew stops serving before its leases can have expired: every tick
 that succeeds pushes `valid_until` (monotonic: the tick's start + TTL - margin) and a
-timer at that moment unloads everything; `check` does the same before a request is
+timer at that moment unloads everything. Between ticks a keep-alive thread renews the
+leases of the shards served (`ShardLeases.renew`) and pushes `valid_until` too, so that a
+long turn of the event loop (a consumer group of hundreds joining at once: seconds) does
+not run them out; it stops renewing once the loop has not turned for `stall_s`, so that a
+wedged process loses its shards to the others; `check` does the same before a request is
 handled, for a process that wakes from a freeze (SIGSTOP, a long GC, a VM paused) with
 requests already read. `leave` is the graceful handover of SIGTERM: every shard unloaded,
 its writes finished, all released at once, so peers claim them on their next tick.
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -70,6 +75,11 @@ class Replication:
         self.ttl_s = leases.ttl_s
         self.tick_s = max(min(self.ttl_s / 5, 1.0), 0.05)
         self.margin_s = min(1.0, self.ttl_s / 4)
+        self.stall_s = max(3 * self.ttl_s, 6.0)
+        """The keep-alive renews only while the event loop turned this recently."""
+        self._loop_seen = time.monotonic()
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-leases")
         self.coordinator: GroupCoordinator | None = None
         self.sharding: Sharding | None = None
@@ -116,6 +126,10 @@ class Replication:
             self.store.connect, lambda: loop.call_soon_threadsafe(self._globals_changed)
         )
         self._notices.start()
+        self._beat()
+        self._keeper = threading.Thread(target=self._keep_alive, name="kgroups-renew",
+                                        daemon=True)  # fmt: skip
+        self._keeper.start()
         while not self.leaving:
             try:
                 tick = await self._leased(self.leases.tick)
@@ -145,7 +159,7 @@ class Replication:
         assert sharding is not None
         assert coordinator is not None
         loop = asyncio.get_running_loop()
-        self.valid_until = tick.began + self.ttl_s - self.margin_s
+        self.valid_until = max(self.valid_until, tick.began + self.ttl_s - self.margin_s)
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._watchdog = loop.call_at(self.valid_until, self._expired)
@@ -262,7 +276,39 @@ class Replication:
         if now >= self.valid_until and self.fence.epochs:
             self._expired()
 
+    def _beat(self) -> None:
+        self._loop_seen = time.monotonic()
+        if not self._stop.is_set():
+            asyncio.get_running_loop().call_later(self.tick_s, self._beat)
+
+    def _keep_alive(self) -> None:
+        """The keep-alive thread: every `tick_s`, renew the leases of the shards in the
+        fence. Their validity moves only if the fence did not change meanwhile (a shard
+        loaded since was not renewed here: its lease may be older)."""
+        failing = False
+        while not self._stop.wait(self.tick_s):
+            epochs = self.fence.epochs
+            if not epochs or time.monotonic() - self._loop_seen > self.stall_s:
+                continue
+            began = time.monotonic()
+            try:
+                renewed = self.leases.renew(epochs)
+            except Exception as exc:  # noqa: BLE001 - the ticks say so; try again
+                if not failing:
+                    log.info("replica %s: keep-alive cannot renew: %s", self.leases.name, exc)
+                failing = True
+                self.leases.close_renewing()
+                continue
+            failing = False
+            if renewed and self.fence.epochs is epochs:
+                self.valid_until = max(self.valid_until, began + self.ttl_s - self.margin_s)
+        self.leases.close_renewing()
+
     def _expired(self) -> None:
+        if time.monotonic() < self.valid_until:  # the keep-alive renewed them meanwhile
+            loop = asyncio.get_running_loop()
+            self._watchdog = loop.call_at(self.valid_until, self._expired)
+            return
         sharding = self.sharding
         if sharding is None or not (sharding.serving or sharding.loading):
             return
@@ -276,6 +322,7 @@ class Replication:
     async def leave(self) -> None:
         """Graceful handover: stop serving, finish the writes, release every shard."""
         self.leaving = True
+        self._stop.set()
         log.info("replica %s: handing its shards over", self.leases.name)
         sharding = self.sharding
         if sharding is not None:
@@ -289,6 +336,9 @@ class Replication:
             log.warning("replica %s: could not hand its shards over: %s", self.leases.name, exc)
 
     def close(self) -> None:
+        self._stop.set()
+        if self._keeper is not None:
+            self._keeper.join(timeout=10)
         if self._notices is not None:
             self._notices.stop()
         if self._reloading is not None:

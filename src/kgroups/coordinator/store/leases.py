@@ -100,6 +100,7 @@ class ShardLeases:
         self.ttl_s = ttl_s
         self._clock = clock
         self._conn: psycopg.Connection[Any] | None = None
+        self._renewing: psycopg.Connection[Any] | None = None
         self.node_id = -1
         self.shards = 0
         self.held: dict[int, int] = {}
@@ -107,13 +108,14 @@ class ShardLeases:
     @property
     def conn(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                application_name=f"kgroups-leases-{self.name}",
-            )  # fmt: skip
-            bound_sessions(conn, self.ttl_s)
-            self._conn = conn
+            self._conn = self._connect(f"kgroups-leases-{self.name}")
         return self._conn
+
+    def _connect(self, application: str) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                               application_name=application)  # fmt: skip
+        bound_sessions(conn, self.ttl_s)
+        return conn
 
     def open(self) -> int:
         """Register this replica (the store's schema must exist); its node id, kept by name
@@ -236,6 +238,32 @@ class ShardLeases:
         ).fetchall()
         return {shard: nodes[owner] for shard, owner in rows if owner in nodes}
 
+    def renew(self, epochs: Mapping[int, int]) -> bool:
+        """Renew this replica's row and its leases of `epochs` (shard -> epoch) on a
+        connection of its own (`Replication`'s keep-alive thread, between ticks): True
+        if every one of them was still this replica's at that epoch, and so is renewed
+        from before this call for the TTL; False if any was taken or given up (the tick
+        sees to that)."""
+        conn = self._renewing
+        if conn is None or conn.closed:
+            conn = self._renewing = self._connect(f"kgroups-renew-{self.name}")
+        shards, wanted = list(epochs), list(epochs.values())
+        with conn.transaction():
+            conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                         (f"{int(self.ttl_s * 250)}ms",))  # fmt: skip
+            conn.execute(
+                f"UPDATE {SCHEMA}.replicas SET expires_at = now() + %s * interval '1 second' "
+                "WHERE name = %s AND NOT leaving",
+                (self.ttl_s, self.name),
+            )
+            renewed = conn.execute(
+                f"UPDATE {SCHEMA}.shard_owners SET expires_at = now() + %s * interval "
+                "'1 second' WHERE owner = %s AND (shard, epoch) IN "
+                "(SELECT * FROM unnest(%s::smallint[], %s::bigint[])) RETURNING shard",
+                (self.ttl_s, self.name, shards, wanted),
+            ).fetchall()
+        return len(renewed) == len(shards)
+
     def release(self, shards: list[int]) -> None:
         """Hand `shards` over (their writes finished): a peer claims them on its next tick."""
         if not shards:
@@ -261,3 +289,9 @@ class ShardLeases:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def close_renewing(self) -> None:
+        """Close the keep-alive's connection (on its thread)."""
+        if self._renewing is not None:
+            self._renewing.close()
+            self._renewing = None
