@@ -208,7 +208,7 @@ collect_garbage() {  # this daemon is kgroups' alone: what no container or name 
 stop_pid() {  # stop_pid PIDFILE NAME: only while the pid still runs NAME (pids are reused)
   local pid
   pid="$(cat "$1" 2>/dev/null)" || return 0
-  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qw "$2" && kill -0 "$pid" 2>/dev/null; then
+  if { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qw "$2" && kill -0 "$pid" 2>/dev/null; then
     kill "$pid"
     wait_for 30 "$2 to stop" bash -c "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
   fi

@@ -11,7 +11,7 @@ for component in controller-manager apiserver etcd; do
   pidfile="$dir/$component.pid"
   [ -f "$pidfile" ] || continue
   pid="$(cat "$pidfile")"
-  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "/${program[$component]} " &&
+  if { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q "/${program[$component]} " &&
     kill -TERM "$pid" 2>/dev/null; then
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
