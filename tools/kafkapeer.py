@@ -162,7 +162,7 @@ class KafkaBroker:
         extra: dict[str, str] | None = None,
         cpu: str | None = None,
         heap: str = "512m",
-        start_timeout: float = 90,
+        start_timeout: float = 240,  # a JVM beside make test's busiest minutes: over 90 s once
         stop_timeout: float = 30,
         scram: tuple[str, ...] = (),
         node_id: int = 1,
