@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from kgroups.cli import app as cli
 from kgroups.coordinator.core import CoordinatorConfig
 from kgroups.coordinator.core.records import OffsetRecord, Record
 from kgroups.coordinator.core.shards import shard_of
+from kgroups.coordinator.replicas import Replication
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
 from kgroups.coordinator.store.leases import ShardLeases, Tick
@@ -324,6 +325,29 @@ async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
         await srv.stop()
 
 
+@contextlib.asynccontextmanager
+async def serving_replica(url: str) -> AsyncIterator[tuple[CoordinatorServer, Replication]]:
+    """One replica (2-s leases) on `url`, once it serves every shard; stopped after."""
+    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
+    await srv.start()
+    try:
+        replication = srv._replication
+        assert replication is not None and replication.sharding is not None
+        sharding = replication.sharding
+        await async_wait_until(lambda: len(sharding.serving) == 50, 10, "every shard served")
+        yield srv, replication
+    finally:
+        await srv.stop()
+
+
+async def commits_through(srv: CoordinatorServer) -> None:
+    """A group's offset commit through `srv` is acknowledged."""
+    await admin.create_topic("127.0.0.1", srv.port, "t", 1)
+    conn = await KafkaConnection.open("127.0.0.1", srv.port)
+    assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0
+    await conn.close()
+
+
 async def test_a_replica_whose_shards_fail_to_load_serves_them_at_a_later_tick(
     postgres: PostgresServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -340,21 +364,9 @@ async def test_a_replica_whose_shards_fail_to_load_serves_them_at_a_later_tick(
         return plain(store, shards)
 
     monkeypatch.setattr(PostgresStore, "load_shards", failing_once)
-    url = postgres.create_database()
-    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
-    await srv.start()
-    try:
-        replication = srv._replication
-        assert replication is not None and replication.sharding is not None
-        sharding = replication.sharding
-        await async_wait_until(lambda: len(sharding.serving) == 50, 10, "every shard served")
+    async with serving_replica(postgres.create_database()) as (srv, _):
         assert len(calls) >= 2 and srv.failure is None
-        await admin.create_topic("127.0.0.1", srv.port, "t", 1)
-        conn = await KafkaConnection.open("127.0.0.1", srv.port)
-        assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0
-        await conn.close()
-    finally:
-        await srv.stop()
+        await commits_through(srv)
 
 
 async def test_member_rows_wait_until_no_replica_from_before_them_is_alive(
@@ -393,13 +405,9 @@ async def test_a_long_turn_of_the_event_loop_keeps_the_leases_a_wedged_loop_lose
     serving. A loop that has not turned for `stall_s` is not kept alive: its replica stops
     serving when its leases run out, and its shards can go to the others."""
     url = postgres.create_database()
-    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
-    await srv.start()
-    try:
-        replication = srv._replication
-        assert replication is not None and replication.sharding is not None
+    async with serving_replica(url) as (srv, replication):
         sharding = replication.sharding
-        await async_wait_until(lambda: len(sharding.serving) == 50, 10, "every shard served")
+        assert sharding is not None
         caplog.set_level(logging.INFO, "kgroups.coordinator.replicas")
         time.sleep(3.0)  # the loop blocked past the leases' validity (1.5 s)
         await asyncio.sleep(0.2)  # the watchdog's moment has come
@@ -410,16 +418,11 @@ async def test_a_long_turn_of_the_event_loop_keeps_the_leases_a_wedged_loop_lose
                 "SELECT min(expires_at - now()) FROM kgroups.shard_owners"
             ).fetchone() or (None,)
         assert left is not None and left.total_seconds() > 0.5
-        await admin.create_topic("127.0.0.1", srv.port, "t", 1)
-        conn = await KafkaConnection.open("127.0.0.1", srv.port)
-        assert (await conn.request(commit("g", 5))).topics[0].partitions[0].error_code == 0
-        await conn.close()
+        await commits_through(srv)
         assert replication.stall_s < 7.0
         time.sleep(replication.stall_s + 1.5)  # wedged: the keep-alive gives up
         await asyncio.sleep(0.2)
         assert "not renewed in time" in caplog.text
-    finally:
-        await srv.stop()
 
 
 async def test_replicas_on_one_host_without_names_are_told_apart_by_their_ports(
