@@ -21,13 +21,13 @@ replica acts on what changed, on the event loop:
 
 A replica that cannot renew stops serving before its leases can have expired: every tick
 that succeeds pushes `valid_until` (monotonic: the tick's start + TTL - margin) and a
-timer at that moment unloads everything. Between ticks a keep-alive thread renews the
-leases of the shards served (`ShardLeases.renew`) and pushes `valid_until` too, so that a
-long turn of the event loop (a consumer group of hundreds joining at once: seconds) does
-not run them out; it stops renewing once the loop has not turned for `stall_s`, so that a
-wedged process loses its shards to the others; `check` does the same before a request is
+timer at that moment unloads everything; `check` does the same before a request is
 handled, for a process that wakes from a freeze (SIGSTOP, a long GC, a VM paused) with
-requests already read. `leave` is the graceful handover of SIGTERM: every shard unloaded,
+requests already read. Between ticks a keep-alive thread renews the leases of the shards
+served (`ShardLeases.renew`) and pushes `valid_until` too, so that a long turn of the
+event loop (a consumer group of hundreds joining at once: seconds) does not run them out;
+it stops renewing once the loop has not turned for `stall_s`, so that a wedged process
+loses its shards to the others. `leave` is the graceful handover of SIGTERM: every shard unloaded,
 its writes finished, all released at once, so peers claim them on their next tick.
 """
 
