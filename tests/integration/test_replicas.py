@@ -37,8 +37,9 @@ from kgroups.coordinator.core.shards import shard_of
 from kgroups.coordinator.replicas import Replication
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
-from kgroups.coordinator.store.leases import ShardLeases, Tick
+from kgroups.coordinator.store.leases import REGISTRY_LOCK_KEY, ShardLeases, Tick
 from kgroups.coordinator.store.postgres import Fence, PostgresStore
+from kgroups.protocol.build import build
 from kgroups.protocol.client import ConnectionClosed, KafkaConnection
 from kgroups.protocol.errors import ErrorCode
 from kgroups.spark.pipeline import Pipeline
@@ -667,3 +668,116 @@ async def async_wait_until_async(
     while (answer := await ask()) != expected:
         assert time.monotonic() < deadline, f"still {answer!r}, not {expected!r}"
         await asyncio.sleep(0.02)
+
+
+async def test_a_request_to_a_replica_still_registering_is_answered_once_it_serves(
+    postgres: PostgresServer,
+) -> None:
+    """A replica binds its listeners, then registers (a transaction that may wait on the
+    registry's lock while another replica registers), then builds its coordinator. A
+    client that connects in between (a member reconnecting after a crash) waits in the
+    listen backlog, as at a Kafka broker whose request processing is not enabled yet, and
+    is answered once the replica serves; its connection is never dropped (it was: the
+    request met no coordinator, an assertion failed and asyncio closed the connection)."""
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+    url = postgres.create_database()
+    srv = CoordinatorServer(ServerSettings(port=0, store_url=url, lease_ttl_s=2.0))
+    tasks: list[asyncio.Task[Any]] = []
+
+    async def find(port: int) -> Any:
+        conn = await KafkaConnection.open("127.0.0.1", port)
+        try:
+            body = build(FindCoordinatorRequest, {"key_type": 0, "coordinator_keys": ["g"]})
+            answer = await conn.request(body)
+            again = await conn.request(body)  # the same connection goes on
+            return answer, again
+        finally:
+            await conn.close()
+
+    try:
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("SELECT pg_advisory_lock(%s)", (REGISTRY_LOCK_KEY,))
+            starting = asyncio.create_task(srv.start())
+            tasks.append(starting)
+
+            def registering() -> bool:
+                row = db.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND application_name LIKE 'kgroups-leases-%'"
+                ).fetchone()
+                return row is not None and row[0] > 0
+
+            await async_wait_until(registering, 30, "the replica waiting to register")
+            port = srv.listeners[0].port
+            assert port and srv.coordinator is None
+            client = asyncio.create_task(find(port))
+            tasks.append(client)
+            done, _ = await asyncio.wait({client}, timeout=2.0)
+            assert not done, f"answered before the replica serves: {client.result()!r}"
+            db.execute("SELECT pg_advisory_unlock(%s)", (REGISTRY_LOCK_KEY,))
+        await starting
+        answer, again = await client
+        retriable = {ErrorCode.none, ErrorCode.coordinator_not_available}
+        assert ErrorCode(answer.coordinators[0].error_code) in retriable, answer
+        assert ErrorCode(again.coordinators[0].error_code) in retriable, again
+        assert srv.failure is None
+    finally:
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        await srv.stop()
+
+
+def test_a_replica_woken_past_its_leases_stops_serving_before_its_timers_act(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """A replica frozen (SIGSTOP) longer than its leases wakes with overdue timers: a
+    member's session among them, due before the watchdog's moment. It must stop serving
+    before any of them acts: another replica may serve the group by now. (Its timers ran
+    first: the member was removed and the group emptied in memory, and the write reached
+    the database, since no replica had claimed the shard meanwhile.)"""
+    from kio.schema.join_group.v5.request import JoinGroupRequest
+    from kio.schema.sync_group.v3.request import SyncGroupRequest
+
+    url = postgres.create_database()
+    replica = Coordinator(tmp_path / "r0", *FAST, "--store", url, "--lease-ttl", "8",
+                          "--replica-name", "r0")  # fmt: skip
+    replica.start()
+    try:
+        wait_until(lambda: len(Cluster.owners_at(url)) == 50, 60, "every shard leased")
+
+        async def join_and_sync() -> None:
+            conn = await KafkaConnection.open("127.0.0.1", replica.port)
+            join = {
+                "group_id": "frozen", "session_timeout": 3000, "rebalance_timeout": 3000,
+                "member_id": "", "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}],
+            }  # fmt: skip
+            first = await conn.request(build(JoinGroupRequest, join))
+            joined = await conn.request(
+                build(JoinGroupRequest, {**join, "member_id": first.member_id})
+            )
+            assert joined.error_code == 0, joined
+            synced = await conn.request(build(SyncGroupRequest, {
+                "group_id": "frozen", "generation_id": joined.generation_id,
+                "member_id": joined.member_id, "assignments": [],
+            }))  # fmt: skip
+            assert synced.error_code == 0, synced
+            await conn.close()
+
+        asyncio.run(join_and_sync())
+        proc = replica.proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)  # within the session: its timer is due first
+        before = len(replica.log())
+        wait_until(lambda: not Cluster.owners_at(url), 60, "its leases expired")
+        proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: "not renewed in time" in replica.log()[before:], 60, "a self-fence")
+        woken = replica.log()[before:]
+        removed = woken.find("removing it from the group")
+        assert removed == -1 or removed > woken.find("not renewed in time"), woken
+    finally:
+        if replica.proc is not None:
+            replica.proc.send_signal(signal.SIGCONT)
+        replica.kill()

@@ -1,12 +1,14 @@
 """The group simulation with several coordinator replicas sharing a store through leases.
 
 `ReplicatedSimulation` runs the clients of `simulation.Simulation` against `REPLICAS`
-real `GroupCoordinator`s, each one replica (`GroupCoordinator.share`), over a model of
-the PostgreSQL store of `kgroups.coordinator.store`: shard leases on the database's clock
-(renewed every `TICK_MS`, lasting `TTL_MS`, claimed up to the fair share with a higher
-epoch), a compacted store shared by all, and every write fenced by the epochs its
-replica loaded its shards with. Each replica writes through an ordered queue, as
-`OrderedWriter` does: replies leave after the write they follow.
+real `GroupCoordinator`s, each one replica (`GroupCoordinator.share`) deciding about its
+shards with the real `core.leasing.ReplicaLeases` (what `replicas.Replication` runs
+around PostgreSQL), on the simulation's time. Modelled here is only what is I/O there: the
+PostgreSQL store of `kgroups.coordinator.store` (shard leases on the database's clock,
+renewed every `TICK_MS`, lasting `TTL_MS`, claimed up to the fair share with a higher
+epoch; a compacted store shared by all; every write checked against the epochs of the
+writer's fence), and each replica's ordered writer (replies leave after the write they
+follow; a shard is loaded after the writes queued before it).
 
 Faults, beside the clients' own: a replica crashes (its parked requests and queued
 writes are lost; it comes back under its name later), or freezes in the middle of a
@@ -19,22 +21,27 @@ on NOT_COORDINATOR or a broken connection.
 
 The invariants are the simulation's, on the durable state (generations never go back in
 the store; acknowledged offsets are never lost; no partition owned twice in one
-generation; after the faults, one Stable group of every live client), and at every step
-the owner serving the group answers no offset older than one acknowledged. Mutation
-tests switch off the store's epoch check (`check_epochs`), a replica's self-fencing or
-its loading after its queued writes (`load_after_writes`) and require a violation.
+generation; after the faults, one Stable group of every live client); at every step the
+owner serving the group answers no offset older than one acknowledged; and before a
+replica handles a request or a timer, every shard it still serves is, in the database,
+its own at its fence's epoch with a lease not expired. Mutation tests switch off the
+store's epoch check (`check_epochs`), the machine's self-fencing (`NoSelfFence`) or a
+replica's loading after its queued writes (`load_after_writes`) and require a violation.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kgroups.coordinator.core import Effects, GroupCoordinator, GroupState, Node
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core.effects import RequestBody
+from kgroups.coordinator.core.leasing import ReplicaLeases, Tick
 from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
 from kgroups.coordinator.core.shards import fair_share, shard_of, to_claim, to_release
 from kgroups.protocol.errors import ErrorCode
@@ -57,14 +64,25 @@ class Lease:
     expires: int = 0
 
 
+class NoSelfFence(ReplicaLeases):
+    """Mutation: a replica that never stops trusting its leases."""
+
+    def check(self, now: float) -> list[int]:
+        return []
+
+    def read(self, fenced: Mapping[int, int], *, now: float) -> list[int]:
+        return super().read(fenced, now=-math.inf)
+
+
 @dataclass
 class Replica:
     name: str
     node_id: int
     coordinator: GroupCoordinator
-    fence: dict[int, int] = field(default_factory=dict)
-    """shard -> epoch its records were loaded at (what every write is checked against)."""
-    valid_until: int = 0
+    machine: ReplicaLeases
+    """Its decisions: the real `core.leasing` machine, on the simulation's time."""
+    last_held: dict[int, int] = field(default_factory=dict)
+    """shard -> epoch held at its last tick (what `ShardLeases.tick` finds lost against)."""
     up: bool = True
     paused_until: int = 0
     life: int = 0
@@ -75,8 +93,6 @@ class Replica:
     """Freeze for this long at the next write (SIGSTOP in the middle of it)."""
     store_away_until: int = 0
     """Its database is away until then: writes and lease renewals wait, requests do not."""
-    loading: set[int] = field(default_factory=set)
-    """Shards waiting for the writes queued before them to finish, to be loaded."""
 
 
 class ReplicatedSimulation(Simulation):
@@ -105,10 +121,14 @@ class ReplicatedSimulation(Simulation):
         """The base simulation's coordinator: replica 0 (the others are made here)."""
         if not self.replicas:
             for n in range(REPLICAS):
-                self.replicas.append(Replica(f"r{n}", n, self._core(n)))
+                self.replicas.append(Replica(f"r{n}", n, self._core(n), self._machine()))
                 self._register(self.replicas[-1])
                 self.schedule(n * 7, lambda r=self.replicas[-1], life=0: self._tick(r, life))
         return self.replicas[0].coordinator
+
+    def _machine(self) -> ReplicaLeases:
+        kind = ReplicaLeases if self.self_fence else NoSelfFence
+        return kind(TTL_MS / 1000, now=self.now / 1000)
 
     def _core(self, node_id: int) -> GroupCoordinator:
         core = GroupCoordinator(
@@ -151,64 +171,80 @@ class ReplicatedSimulation(Simulation):
             lease = self.leases[s]
             lease.owner, lease.epoch, lease.expires = replica.name, lease.epoch + 1, now + TTL_MS
             held[s] = lease.epoch
-        replica.valid_until = now + TTL_MS - MARGIN_MS
-        sharding = replica.coordinator.core.sharding
-        for s in list(replica.fence):
-            if held.get(s) != replica.fence[s]:
-                self._unload(replica, s)
         owners = {s: ls.owner for s, ls in self.leases.items() if ls.expires > now}
+        sharding = replica.coordinator.core.sharding
         sharding.owners = {s: int(o[1:]) for s, o in owners.items() if o is not None}
-        release = to_release(list(held), share)
-        for s in release:  # handed over: unloaded, its writes finished, then released
-            self._unload(replica, s)
+        lost = frozenset(s for s, e in replica.last_held.items() if held.get(s) != e)
+        replica.last_held = dict(held)
+        release = tuple(to_release(list(held), share))
+        machine = replica.machine
+        gone, handed = machine.ticked(Tick(now / 1000, held, {}, lost, release, ()))
+        self._forget(replica, [*gone, *handed])
+        for s in handed:  # handed over: unloaded, its writes finished, then released
             self._flush(replica, then=lambda s=s, e=held[s]: self._release(replica, s, e))
-        for s, epoch in held.items():
-            if s not in release and s not in sharding.serving and s not in replica.loading:
-                self._load(replica, s, epoch)
+        for s, epoch in machine.to_load(held).items():
+            self._load(replica, s, epoch)
 
     def _release(self, replica: Replica, shard: int, epoch: int) -> None:
         lease = self.leases[shard]
         if lease.owner == replica.name and lease.epoch == epoch:
             lease.owner, lease.expires = None, 0
+        replica.last_held.pop(shard, None)
+        replica.machine.released([shard])
 
     def _load(self, replica: Replica, shard: int, epoch: int) -> None:
         """`Replication._load`: the writes queued before finish first (under the fence they
-        were produced with), then the epoch is fenced and the records read."""
+        were produced with), then the machine fences the epoch and the records are read."""
+        replica.coordinator.core.sharding.loading = set(replica.machine.loading)
         if self.load_after_writes and (replica.writing or replica.queue):
-            replica.loading.add(shard)
             life = replica.life
             self._flush(replica, then=lambda: self._load_now(replica, life, shard, epoch))
             return
         self._load_now(replica, replica.life, shard, epoch)
 
     def _load_now(self, replica: Replica, life: int, shard: int, epoch: int) -> None:
-        replica.loading.discard(shard)
-        lease = self.leases[shard]
-        if replica.life != life or lease.owner != replica.name or lease.epoch != epoch:
-            return  # lost meanwhile: the next tick decides
-        if self.self_fence and self.now >= replica.valid_until:
+        if replica.life != life:
             return
-        replica.fence[shard] = epoch
+        machine = replica.machine
+        fenced = machine.drained({shard: epoch})
+        if not fenced:
+            return  # lost or expired meanwhile: the next tick decides
         records = [
             r for r in self.store.replay_order()
             if isinstance(r, GroupRecord | OffsetRecord) and shard_of(r.group_id, SHARDS) == shard
         ]  # fmt: skip
+        if not machine.read(fenced, now=self.now / 1000):
+            replica.coordinator.core.sharding.loading = set(machine.loading)
+            return
         self._enqueue(replica, replica.coordinator.load(shard, records, now_ms=self.now))
+        replica.coordinator.core.sharding.loading = set(machine.loading)
         if shard == SHARD:
             self.moves += 1
             self.trace.append(f"{self.now} {replica.name} serves the group (epoch {epoch})")
 
-    def _unload(self, replica: Replica, shard: int) -> None:
-        replica.fence.pop(shard, None)
+    def _forget(self, replica: Replica, shards: list[int]) -> None:
+        """`Replication._forget`: shards the machine no longer holds leave the core."""
         sharding = replica.coordinator.core.sharding
-        if shard in sharding.serving or shard in sharding.loading:
+        loaded = [s for s in shards if s in sharding.serving or s in sharding.loading]
+        sharding.loading = set(replica.machine.loading)
+        for shard in loaded:
             self._enqueue(replica, replica.coordinator.unload(shard, now_ms=self.now))
 
     def _check_leases(self, replica: Replica) -> None:
-        """`Replication.check`: past its leases' validity, a replica serves nothing."""
-        if self.self_fence and self.now >= replica.valid_until:
-            for s in list(replica.fence):
-                self._unload(replica, s)
+        """`Replication.check`, before a request or a timer: past its leases' validity, a
+        replica serves nothing. Then the invariant: whatever it still serves, the
+        database says it holds, at the epoch of its fence, with a lease not expired."""
+        self._forget(replica, replica.machine.check(self.now / 1000))
+        for shard in sorted(replica.coordinator.core.sharding.serving):
+            lease = self.leases[shard]
+            if (
+                lease.owner != replica.name
+                or lease.expires <= self.now
+                or lease.epoch != replica.machine.fence.get(shard)
+            ):
+                self.fail(f"{replica.name} acts on shard {shard} it does not hold: owner "
+                          f"{lease.owner} at epoch {lease.epoch} until {lease.expires}, its "
+                          f"fence {dict(replica.machine.fence)}")  # fmt: skip
 
     # -- the ordered writer, fenced ---------------------------------------------------------
 
@@ -261,7 +297,8 @@ class ReplicatedSimulation(Simulation):
                    if isinstance(r, GroupRecord | OffsetRecord)}  # fmt: skip
         refused = {
             s for s in touched
-            if self.leases[s].owner != replica.name or self.leases[s].epoch != replica.fence.get(s)
+            if self.leases[s].owner != replica.name
+            or self.leases[s].epoch != replica.machine.fence.get(s, -1)
         }  # fmt: skip
         if refused and self.check_epochs:
             self.fenced_writes += 1
@@ -277,8 +314,7 @@ class ReplicatedSimulation(Simulation):
                         agent, epoch, _, _ = held
                         self.schedule(self._latency(),
                                       lambda a=agent, e=epoch, r=reply.ref: self._disconnected(a, e, r))  # fmt: skip
-            for s in refused:
-                self._unload(replica, s)
+            self._forget(replica, replica.machine.refused(frozenset(refused)))
         else:
             for effects in batch:
                 super()._apply(effects)
@@ -423,7 +459,6 @@ class ReplicatedSimulation(Simulation):
         replica.up = False
         replica.life += 1
         replica.queue.clear()
-        replica.loading.clear()
         replica.writing = False
         for ref, (agent, epoch, _, _) in list(self.pending.items()):
             if self.held_by.get(ref) is replica:
@@ -434,10 +469,10 @@ class ReplicatedSimulation(Simulation):
 
     def _restart(self, replica: Replica) -> None:
         replica.coordinator = self._core(replica.node_id)
-        replica.fence.clear()
+        replica.machine = self._machine()
+        replica.last_held = {}
         replica.up = True
         replica.paused_until = replica.store_away_until = 0
-        replica.valid_until = 0
         self._register(replica)
         self.trace.append(f"{self.now} {replica.name} restarts")
         life = replica.life

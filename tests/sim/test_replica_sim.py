@@ -1,5 +1,7 @@
 """Several coordinator replicas sharing the group's store through leases, simulated.
 
+Each replica decides with the real `core.leasing.ReplicaLeases` on the simulation's time.
+
 `KGROUPS_REPLICA_SIM_SEED=n` replays one seed; `KGROUPS_SIM_STEPS` as for the simulation.
 """
 
@@ -59,6 +61,14 @@ def test_loading_a_shard_before_its_queued_writes_finish_breaks_an_invariant() -
     assert some_seed_breaks(load_after_writes=False), (
         "no seed caught a shard loaded ahead of its queued writes"
     )
+
+
+@pytest.mark.sim
+def test_a_replica_that_never_self_fences_breaks_an_invariant() -> None:
+    """Mutation: the leasing machine never stops trusting its leases (`check` serves on,
+    records read late are served). A replica frozen or cut from its database past its
+    leases then acts on a shard another replica holds: the simulation must notice."""
+    assert some_seed_breaks(self_fence=False), "no seed caught a replica serving past its leases"
 
 
 def some_seed_breaks(**mutation: bool) -> bool:

@@ -1,34 +1,31 @@
-"""One replica among several sharing the groups: the lease loop that moves shards.
+"""One replica among several sharing the groups: the I/O around `core.leasing`.
 
-Started when the store is PostgreSQL (`--store`). Every `tick_s` the leases are renewed
-and looked at (`store.leases.ShardLeases.tick`, on a thread of its own), and this
-replica acts on what changed, on the event loop:
+Started when the store is PostgreSQL (`--store`). What a replica decides about its
+shards (which to load, serve, fence, unload and hand over, and when its leases can no
+longer be trusted) is `core.leasing.ReplicaLeases`, sans-IO; this module only does what
+those decisions need, and tells the machine what happened:
 
-* a shard claimed (or held again after a self-fence): every write queued before is
-  finished first (under the fence it was produced with), then its epoch goes into the
-  store's `Fence`, its records are read on the store's thread and
-  `GroupCoordinator.load`ed: from then on it is served;
-* a shard lost (another replica took it, or it expired), or refused by a write
-  (`OrderedWriter.on_fenced`): `unload`ed at once, its parked requests told
-  NOT_COORDINATOR;
-* shards over the fair share (a replica joined): unloaded, their queued writes finished,
-  then released for the newcomer to claim;
-* the cluster's topics and group settings changed (`Tick.globals_version`): reloaded
-  (and before a request that changes them: `fresh_globals`; the store refuses a write of
-  them made from a view another replica has changed since);
-* who owns which shard and where each replica listens: handed to the core, which answers
-  FindCoordinator and Metadata from it.
+* every `tick_s` the leases are renewed and looked at (`store.leases.ShardLeases.tick`,
+  on a thread of its own); on the event loop, shards lost are unloaded from the core at
+  once (their parked requests told NOT_COORDINATOR), shards over the fair share are
+  unloaded, their queued writes finished, then released for the newcomer to claim, and
+  shards newly held are loaded: every write queued before is finished first (under the
+  fence it was produced with), then their epochs go into the store's `Fence`, their
+  records are read on the store's thread and `GroupCoordinator.load`ed;
+* a write refused by the fence (`OrderedWriter.on_fenced`) unloads its shards;
+* the cluster's topics and group settings are reloaded when another replica changed them
+  (`Tick.globals_version`, and before a request that changes them: `fresh_globals`);
+* who owns which shard and where each replica listens go to the core, which answers
+  FindCoordinator and Metadata from them;
+* `check` is asked before every request and every timer of the core, and a watchdog
+  timer fires at the leases' validity: past it, nothing is served;
+* a keep-alive thread renews the fenced shards' leases between ticks (`ShardLeases.renew`
+  on a connection of its own), so that a long turn of the event loop (a consumer group
+  of hundreds joining at once: seconds) does not run them out;
+* `leave` is the graceful handover of SIGTERM: every shard unloaded, its writes
+  finished, all released at once, so peers claim them on their next tick.
 
-A replica that cannot renew stops serving before its leases can have expired: every tick
-that succeeds pushes `valid_until` (monotonic: the tick's start + TTL - margin) and a
-timer at that moment unloads everything; `check` does the same before a request is
-handled, for a process that wakes from a freeze (SIGSTOP, a long GC, a VM paused) with
-requests already read. Between ticks a keep-alive thread renews the leases of the shards
-served (`ShardLeases.renew`) and pushes `valid_until` too, so that a long turn of the
-event loop (a consumer group of hundreds joining at once: seconds) does not run them out;
-it stops renewing once the loop has not turned for `stall_s`, so that a wedged process
-loses its shards to the others. `leave` is the graceful handover of SIGTERM: every shard unloaded,
-its writes finished, all released at once, so peers claim them on their next tick.
+The machine is called from the event loop and from the keep-alive thread, under one lock.
 """
 
 from __future__ import annotations
@@ -37,14 +34,15 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from kgroups.coordinator.core import Effects, GroupCoordinator, Node
+from kgroups.coordinator.core.leasing import ReplicaLeases, Tick
 from kgroups.coordinator.core.shards import Sharding, shard_of
 from kgroups.coordinator.pipeline import OrderedWriter
-from kgroups.coordinator.store.leases import ShardLeases, Tick
+from kgroups.coordinator.store.leases import ShardLeases
 from kgroups.coordinator.store.notices import GlobalsNotices
 from kgroups.coordinator.store.postgres import Fence, PostgresStore
 
@@ -64,6 +62,7 @@ class Replication:
         *,
         apply: Callable[[Effects], None],
         now_ms: Callable[[], int],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         assert store.fence is not None
         self.store = store
@@ -72,23 +71,22 @@ class Replication:
         self._writer = writer
         self._apply = apply
         self._now_ms = now_ms
-        self.ttl_s = leases.ttl_s
-        self.tick_s = max(min(self.ttl_s / 5, 1.0), 0.05)
-        self.margin_s = min(1.0, self.ttl_s / 4)
-        self.stall_s = max(3 * self.ttl_s, 6.0)
-        """The keep-alive renews only while the event loop turned this recently."""
-        self._loop_seen = time.monotonic()
+        self._clock = clock
+        self.machine = ReplicaLeases(leases.ttl_s, now=clock())
+        self._lock = threading.Lock()
+        """The event loop and the keep-alive thread both call the machine."""
+        timings = self.machine.timings
+        self.ttl_s, self.tick_s = timings.ttl_s, timings.tick_s
+        self.margin_s, self.stall_s = timings.margin_s, timings.stall_s
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgroups-leases")
         self.coordinator: GroupCoordinator | None = None
         self.sharding: Sharding | None = None
-        self.valid_until = 0.0
         self._watchdog: asyncio.TimerHandle | None = None
         self.last_error: str | None = None
         self._act_error: str | None = None
         """Why the last tick's loads, releases or reloads failed (logged once while the same)."""
-        self.leaving = False
         self._notices: GlobalsNotices | None = None
         self._stale = False
         self._reloading: asyncio.Task[None] | None = None
@@ -97,6 +95,14 @@ class Replication:
     def writer(self) -> OrderedWriter:
         """The server's ordered writer (made after the store it writes to)."""
         return self._writer()
+
+    @property
+    def valid_until(self) -> float:
+        return self.machine.valid_until
+
+    @property
+    def leaving(self) -> bool:
+        return self.machine.leaving
 
     async def _leased(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
@@ -115,6 +121,26 @@ class Replication:
         count = self.leases.shards
         self.writer.shard_of = lambda group_id: shard_of(group_id, count)
         self.writer.on_fenced = self._refused
+
+    # -- the machine's decisions, carried out ---------------------------------------------
+
+    def _forget(self, shards: Iterable[int]) -> None:
+        """Shards the machine no longer holds: out of the fence, then out of the core."""
+        sharding, coordinator = self.sharding, self.coordinator
+        assert sharding is not None
+        assert coordinator is not None
+        loaded = [s for s in shards if s in sharding.serving or s in sharding.loading]
+        self._sync()
+        for shard in loaded:
+            self._apply(coordinator.unload(shard, now_ms=self._now_ms()))
+
+    def _sync(self) -> None:
+        """The store's fence and the core's loading shards, as the machine has them."""
+        machine = self.machine
+        if self.fence.epochs != machine.fence:
+            self.fence.epochs = dict(machine.fence)
+        if self.sharding is not None:
+            self.sharding.loading = set(machine.loading)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -158,35 +184,27 @@ class Replication:
         sharding, coordinator = self.sharding, self.coordinator
         assert sharding is not None
         assert coordinator is not None
-        loop = asyncio.get_running_loop()
-        self.valid_until = max(self.valid_until, tick.began + self.ttl_s - self.margin_s)
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-        self._watchdog = loop.call_at(self.valid_until, self._expired)
+        with self._lock:
+            lost, release = self.machine.ticked(tick)
+        self._arm_watchdog()
         sharding.owners = dict(tick.owners)
-        # Member rows once no live replica predates them (an upgrade's old replicas are
-        # gone); whole groups again while one is back (renewing late), though a group
-        # written as rows before that loads there without its members (they rejoin).
-        self.store.member_rows = all(r.member_rows for r in tick.replicas)
+        self.store.member_rows = self.machine.member_rows
         sharding.brokers = {
             r.node_id: {
                 name: Node(r.node_id, host, port) for name, (host, port) in r.listeners.items()
             }
             for r in tick.replicas
         }
-        for shard in tick.lost:
-            self._unload(shard)
+        self._forget([*lost, *release])
         if tick.globals_version != self.store.globals_seen:
             await self.fresh_globals()
-        if tick.release:
-            for shard in tick.release:
-                self._unload(shard)
+        if release:
             await self.writer.drained()
-            await self._leased(lambda: self.leases.release(list(tick.release)))
-        wanted = {
-            shard: epoch for shard, epoch in sorted(tick.held.items())
-            if shard not in tick.release and shard not in sharding.serving and not self.leaving
-        }  # fmt: skip
+            await self._leased(lambda: self.leases.release(release))
+            with self._lock:
+                self.machine.released(release)
+        with self._lock:
+            wanted = self.machine.to_load(tick.held)
         if wanted:
             await self._load(wanted)
 
@@ -215,84 +233,91 @@ class Replication:
             self._apply(coordinator.refresh(records, now_ms=self._now_ms()))
 
     async def _load(self, wanted: dict[int, int]) -> None:
-        """Serve `wanted` (shard -> epoch). First every write queued before is finished:
-        what this replica produced for a shard before it last stopped serving it (a
-        self-fence while the database was away) is written or refused under the fence it
-        was produced with, never under the new epoch, and is in the records read next.
-        Then the epochs go into the fence, the records are read in one transaction and
-        go into the core, unless a shard was lost meanwhile or the leases are no longer
-        fresh (the next renewal loads them)."""
-        sharding, coordinator = self.sharding, self.coordinator
-        assert sharding is not None
+        """Serve `wanted` (shard -> epoch), WAITING in the machine. First every write
+        queued before is finished: what this replica produced for a shard before it last
+        stopped serving it (a self-fence while the database was away) is written or
+        refused under the fence it was produced with, never under the new epoch, and is
+        in the records read next. Then the machine fences what is still wanted, the
+        records are read in one transaction, and the machine says which go into the core
+        (not lost meanwhile, leases still fresh: the next renewal loads the others)."""
+        coordinator = self.coordinator
         assert coordinator is not None
-        started = time.monotonic()
-        sharding.loading.update(wanted)
+        started = self._clock()
+        self._sync()
         await self.writer.drained()
-        wanted = {shard: epoch for shard, epoch in wanted.items() if shard in sharding.loading}
-        if not wanted:
+        with self._lock:
+            fenced = self.machine.drained(wanted)
+        self._sync()
+        if not fenced:
             return  # lost (or the leases ran out) while the writes finished
-        for shard, epoch in wanted.items():
-            self.fence.hold(shard, epoch)
         try:
-            records = await self.writer.run(lambda: self.store.load_shards(list(wanted)))
+            records = await self.writer.run(lambda: self.store.load_shards(list(fenced)))
         except Exception:
-            sharding.loading.difference_update(wanted)
-            self.fence.drop(wanted)
+            with self._lock:
+                self.machine.read_failed(fenced)
+            self._sync()
             raise
-        fresh = time.monotonic() < self.valid_until
-        loaded = []
-        for shard, epoch in wanted.items():
-            if shard not in sharding.loading or self.fence.epochs.get(shard) != epoch:
-                continue  # lost or fenced while its records were read
-            sharding.loading.discard(shard)
-            if not fresh:
-                self.fence.drop([shard])
-                continue
+        with self._lock:
+            serve = self.machine.read(fenced, now=self._clock())
+        self._sync()
+        for shard in serve:
             self._apply(coordinator.load(shard, records[shard], now_ms=self._now_ms()))
-            loaded.append(shard)
-        if loaded:
+        if serve:
             log.info("replica %s: serving shards %s (%d records, %.0f ms)", self.leases.name,
-                     loaded, sum(len(records[s]) for s in loaded),
-                     (time.monotonic() - started) * 1000)  # fmt: skip
-
-    def _unload(self, shard: int) -> None:
-        sharding, coordinator = self.sharding, self.coordinator
-        assert sharding is not None
-        assert coordinator is not None
-        self.fence.drop([shard])
-        if shard in sharding.serving or shard in sharding.loading:
-            self._apply(coordinator.unload(shard, now_ms=self._now_ms()))
+                     serve, sum(len(records[s]) for s in serve),
+                     (self._clock() - started) * 1000)  # fmt: skip
 
     def _refused(self, shards: frozenset[int]) -> None:
-        sharding = self.sharding
-        for shard in shards:
-            if sharding is None or shard not in sharding.loading:  # stale writes of a reload
-                self._unload(shard)
+        if self.sharding is None:
+            return
+        with self._lock:
+            gone = self.machine.refused(shards)
+        self._forget(gone)
 
     # -- self-fencing --------------------------------------------------------------------
 
     def check(self, now: float) -> None:
-        """Before a request is handled: past the leases' validity, serve nothing."""
-        if now >= self.valid_until and self.fence.epochs:
-            self._expired()
+        """Before a request or a timer of the core is handled: past the leases'
+        validity, serve nothing (a process woken from a freeze acts on no group first)."""
+        if now < self.machine.valid_until or self.sharding is None:
+            return
+        with self._lock:
+            gone = self.machine.check(now)
+        if gone:
+            log.warning("replica %s: leases not renewed in time (%s): serving no group until "
+                        "they are", self.leases.name, self.last_error or "no answer")  # fmt: skip
+            self._forget(gone)
+
+    def _arm_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        loop = asyncio.get_running_loop()
+        self._watchdog = loop.call_at(self.machine.valid_until, self._expired)
+
+    def _expired(self) -> None:
+        now = self._clock()
+        if now < self.machine.valid_until:  # the keep-alive renewed them meanwhile
+            self._arm_watchdog()
+            return
+        self.check(now)
 
     def _beat(self) -> None:
-        self._loop_seen = time.monotonic()
+        with self._lock:
+            self.machine.loop_turned(self._clock())
         if not self._stop.is_set():
             asyncio.get_running_loop().call_later(self.tick_s, self._beat)
 
     def _keep_alive(self) -> None:
-        """The keep-alive thread: every `tick_s`, renew the leases of the shards in the
-        fence. Their validity moves only if the fence did not change meanwhile (a shard
-        loaded since was not renewed here: its lease may be older)."""
+        """The keep-alive thread: every `tick_s`, make the renewal the machine asks for."""
         failing = False
         while not self._stop.wait(self.tick_s):
-            epochs = self.fence.epochs
-            if not epochs or time.monotonic() - self._loop_seen > self.stall_s:
+            with self._lock:
+                renewal = self.machine.renewal(self._clock())
+            if renewal is None:
                 continue
-            began = time.monotonic()
+            began = self._clock()
             try:
-                renewed = self.leases.renew(epochs)
+                every_one = self.leases.renew(renewal.epochs)
             except Exception as exc:  # noqa: BLE001 - the ticks say so; try again
                 if not failing:
                     log.info("replica %s: keep-alive cannot renew: %s", self.leases.name, exc)
@@ -300,34 +325,20 @@ class Replication:
                 self.leases.close_renewing()
                 continue
             failing = False
-            if renewed and self.fence.epochs is epochs:
-                self.valid_until = max(self.valid_until, began + self.ttl_s - self.margin_s)
+            with self._lock:
+                self.machine.renewed(renewal, began=began, every_one=every_one)
         self.leases.close_renewing()
-
-    def _expired(self) -> None:
-        if time.monotonic() < self.valid_until:  # the keep-alive renewed them meanwhile
-            loop = asyncio.get_running_loop()
-            self._watchdog = loop.call_at(self.valid_until, self._expired)
-            return
-        sharding = self.sharding
-        if sharding is None or not (sharding.serving or sharding.loading):
-            return
-        log.warning("replica %s: leases not renewed in time (%s): serving no group until "
-                    "they are", self.leases.name, self.last_error or "no answer")  # fmt: skip
-        for shard in sorted(sharding.serving | sharding.loading):
-            self._unload(shard)
 
     # -- stopping -----------------------------------------------------------------------
 
     async def leave(self) -> None:
         """Graceful handover: stop serving, finish the writes, release every shard."""
-        self.leaving = True
         self._stop.set()
         log.info("replica %s: handing its shards over", self.leases.name)
-        sharding = self.sharding
-        if sharding is not None:
-            for shard in sorted(sharding.serving | sharding.loading):
-                self._unload(shard)
+        with self._lock:
+            gone = self.machine.leave()
+        if self.sharding is not None:
+            self._forget(gone)
         await self.writer.drained()
         try:
             await self._leased(self.leases.leave)
@@ -353,6 +364,6 @@ class Replication:
             return "registering the replica"
         if self.last_error is not None:
             return f"cannot renew shard leases: {self.last_error}"
-        if not self.valid_until:
+        if not self.machine.valid_until:
             return "taking shard leases"
         return None

@@ -321,14 +321,25 @@ class CoordinatorServer:
             replication.attach(coordinator)
             self._tasks.spawn("shard-leases", replication.run())
         self._rearm()
+        # Only now are connections accepted: bound earlier (a replica is named by its
+        # port and registers the addresses), a client's connection waits in the backlog
+        # meanwhile, as at a Kafka broker whose request processing is not enabled yet,
+        # and its first request finds a coordinator (NOT_COORDINATOR until a shard loads).
+        for listener in self.listeners:
+            if listener.server is not None:
+                await listener.server.start_serving()
 
     async def _listen(self, loop: asyncio.AbstractEventLoop, listener: Listener) -> None:
         s = listener.settings
         tls = listener.security.tls
         listener.server = await loop.create_server(
             lambda: Connection(self, listener), s.host, s.port, backlog=LISTEN_BACKLOG,
-            ssl=tls.outer if tls is not None else None,
+            ssl=tls.outer if tls is not None else None, start_serving=False,
         )  # fmt: skip
+        for bound in listener.server.sockets:  # connections queue until `start_serving`
+            sock = socket.socket(fileno=bound.fileno())  # the same socket, not a copy
+            sock.listen(LISTEN_BACKLOG)
+            sock.detach()
         listener.port = listener.server.sockets[0].getsockname()[1]
 
     async def _reload_forever(self) -> None:
@@ -799,6 +810,10 @@ class CoordinatorServer:
         self._timer_deadline = None
         coordinator = self.coordinator
         assert coordinator is not None
+        if self._replication is not None:
+            # Woken from a freeze longer than the leases, a replica first stops serving:
+            # its overdue timers must not act on groups another replica may serve now.
+            self._replication.check(time.monotonic())
         try:
             # The loop may wake a hair early; the deadline it was armed for has come.
             effects = coordinator.handle_timers(now_ms=max(self.now_ms(), deadline))

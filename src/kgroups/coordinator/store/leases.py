@@ -6,19 +6,19 @@ with the database's `now()`, so pods' clocks never have to agree. Each replica h
 in `kgroups.replicas` (its node id and advertised listeners, and its own expiry): the
 live replicas are the brokers clients see.
 
-`tick` is one transaction, run every `ttl_s / 4` or so: it renews the replica's row and
-the leases it holds, reads who is alive, and claims free or expired shards up to its
-fair share (`shards.fair_share`), each claim raising the shard's epoch. A replica over
-its share (another joined) is told which shards to hand over: it stops serving them,
-finishes their writes, then `release`s them; a peer claims them on its next tick.
+`tick` is one transaction, run every `LeaseTimings.tick_s` (a fifth of the TTL, at most
+1 s): it renews the replica's row and the leases it holds, reads who is alive, and claims
+free or expired shards up to its fair share (`shards.fair_share`), each claim raising the
+shard's epoch. A replica over its share (another joined) is told which shards to hand
+over: it stops serving them, finishes their writes, then `release`s them; a peer claims
+them on its next tick.
 
 Fencing is not here but in every write (`PostgresStore.append` with a `Fence`): the
 write checks, under a share lock on the owner row, that the writer still holds the
 shard at the epoch it loaded it with. A claim updates that row, so it waits for such a
 write to commit; the new owner then loads what that write left. A write after the claim
-finds another epoch and is refused. And a replica that cannot renew stops serving
-before its lease can have expired: a tick's leases are good until the monotonic time the
-tick began plus `ttl_s` (the database computed the expiry later than that), less a margin.
+finds another epoch and is refused. What a replica makes of a tick (and when it stops
+trusting its leases) is decided in `core/leasing.py`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from kgroups.coordinator.core.leasing import Replica, Tick
 from kgroups.coordinator.core.shards import fair_share, to_claim, to_release
 from kgroups.coordinator.store.base import StoreError
 from kgroups.coordinator.store.postgres import (
@@ -41,45 +41,12 @@ from kgroups.coordinator.store.postgres import (
     redacted,
 )
 
+__all__ = ["REGISTRY_LOCK_KEY", "Replica", "ShardLeases", "Tick"]
+
 log = logging.getLogger("kgroups.coordinator.leases")
 
 REGISTRY_LOCK_KEY = 0x6B67726F757073 + 2
 """Held while a replica takes a node id."""
-
-
-@dataclass(frozen=True, slots=True)
-class Replica:
-    """A live replica as clients reach it."""
-
-    name: str
-    node_id: int
-    listeners: Mapping[str, tuple[str, int]]
-    """Listener name -> advertised (host, port)."""
-    member_rows: bool = True
-    """It reads consumer groups whose members are rows (a replica from before schema 4,
-    still running through an upgrade, does not)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """What one renewal found and did."""
-
-    began: float
-    """Monotonic time before the transaction: the leases held hold until `began + ttl_s`."""
-    held: Mapping[int, int]
-    """shard -> epoch, every shard this replica holds now."""
-    claimed: Mapping[int, int]
-    """The shards of `held` claimed by this tick."""
-    lost: frozenset[int]
-    """Shards held before this tick that another replica has taken (or that expired)."""
-    release: tuple[int, ...]
-    """Shards over this replica's fair share: to stop serving, then `release`."""
-    replicas: tuple[Replica, ...]
-    """Live replicas (this one included), by node id."""
-    owners: Mapping[int, int] = field(default_factory=dict)
-    """shard -> node id of its live owner (shards without one are absent)."""
-    globals_version: int = 0
-    """Bumped by every write of a topic or group setting: reload them when it moves."""
 
 
 class ShardLeases:
