@@ -16,7 +16,7 @@ PYTEST_FLAGS ?= -q
 # The simulations replay a seed only with the same string hashing (set iteration order).
 export PYTHONHASHSEED ?= 0
 
-.PHONY: check fuzz install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits bench-scale kafka clean
+.PHONY: check fuzz sim-long install lint test test-unit test-sim test-integration test-e2e test-matrix test-cluster cluster-bits peers postgresql prometheus dashboard-picture e2e-kind crds controlplane spark-jars demo demo-notice bench bench-heartbeats bench-rebalance bench-assignors bench-spark bench-spark-delta bench-failover bench-commits bench-scale kafka clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,7 @@ lint: install
 TEST_WORKERS ?= 4
 test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresql
 	@status=0; \
+	KGROUPS_REPLICA_SIM_SEEDS=$${KGROUPS_REPLICA_SIM_SEEDS:-1000} \
 	$(BIN)/pytest $(PYTEST_FLAGS) --durations=30 -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
 	$(BIN)/pytest $(PYTEST_FLAGS) -m alone --test-times .kgroups/test-times-alone.tsv tests || status=$$?; \
 	exit $$status
@@ -47,6 +48,12 @@ test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresq
 # Both tiers are CPU-bound and independent test by test: one worker per core.
 check: lint
 	$(BIN)/pytest $(PYTEST_FLAGS) -n auto tests/unit tests/sim
+
+# The simulations at length (make check runs 200 replica seeds, make test 1,000): 20,000
+# seeds of the replicas, 5,000 of the members, 2,000 of the group core, on every core.
+sim-long: install
+	KGROUPS_REPLICA_SIM_SEEDS=20000 KGROUPS_MEMBER_SIM_SEEDS=5000 KGROUPS_SIM_SEEDS=2000 \
+		$(BIN)/pytest $(PYTEST_FLAGS) -n auto tests/sim
 
 test-unit: install
 	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit

@@ -19,6 +19,7 @@ from typing import Any
 
 from tests.e2e.kube import Kubectl, tools
 from tests.integration.harness import ROOT
+from tests.waits import within
 
 KIND = ROOT / "e2e" / "cluster" / "kind.sh"
 IMAGES = ROOT / "e2e" / "cluster" / "images.sh"
@@ -142,7 +143,9 @@ def ready(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def wait_for(probe: Callable[[], Any], timeout: float, what: str, poll: float = 1.0) -> Any:
-    """`probe()`'s first truthy value, or a failure naming `what` and the last value seen."""
+    """`probe()`'s first truthy value, or a failure naming `what` and the last value seen
+    (the bound scaled by KGROUPS_TEST_SLOWNESS: `tests/waits.py`)."""
+    timeout = within(timeout)
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:

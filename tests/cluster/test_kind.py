@@ -33,6 +33,7 @@ from tests.cluster.hoststate import host, run
 from tests.cluster.kind import NAMESPACE, RELEASE, KindCluster, holds, ready, wait_for
 from tests.conftest import SPARK_TEST_JVM
 from tests.integration.harness import ROOT
+from tests.waits import within
 
 EXAMPLES = ROOT / "examples" / "k8s"
 CHART = ROOT / "charts" / "kgroups"
@@ -107,7 +108,7 @@ def settles_for_good(
     """After a disruption the members may rejoin more than once (each on its own
     schedule): wait for a Ready billing that then `stays`, and return it. Fails if no
     state holds before `timeout`."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within(timeout)
     while True:
         status = settled(
             cluster, members, partitions, timeout=max(1.0, deadline - time.monotonic())

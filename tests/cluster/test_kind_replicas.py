@@ -32,6 +32,7 @@ from tests.cluster.test_kind import (
     committed,
     settled,
 )
+from tests.waits import within
 
 SHARDS = 50
 MEMBERS = SIDECARS + 3
@@ -159,6 +160,7 @@ class Watch:
 
     def until(self, done: Any, timeout: float, what: str) -> Any:
         """Sample every half second until `done()` is truthy; its value."""
+        timeout = within(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.sample()

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kgroups.admin import Admin
 from tests.e2e.kube import ControlPlane, Operator, condition
 from tests.integration.harness import ROOT, Coordinator, Member, free_port, wait_until
+from tests.waits import within
 
 EXAMPLES = ROOT / "examples" / "k8s"
 SESSION_MS = 4000
@@ -82,7 +83,7 @@ def settled(ready: Any, quiet_s: float = 2.0, timeout: float = 30) -> dict[str, 
     rejoins once by itself when its metadata changed while it was joining (its own check,
     as against Kafka), so the first generation of a forming group may be followed at once
     by a second; stability is asserted from there."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within(timeout)
     seen: tuple[int, float] | None = None
     while time.monotonic() < deadline:
         cg = ready()

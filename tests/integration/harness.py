@@ -18,9 +18,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from tests import waits
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBER_SCRIPT = Path(__file__).with_name("member.py")
@@ -35,16 +37,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05) -> Any:
-    """Poll `predicate` until it returns something truthy, or fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(poll)
+wait_until = waits.wait_until
+"""Poll a predicate until it returns something truthy (`tests/waits.py`: the bound is
+scaled by KGROUPS_TEST_SLOWNESS)."""
 
 
 def closed_by_server(sock: socket.socket, within: float) -> bool:

@@ -25,6 +25,7 @@ import pytest
 from kgroups.client import CommitFailedError, ConsumerProtocolMember, TopicPartition
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, create_topic
+from tests.waits import within
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -65,7 +66,7 @@ def with_signal(c: Coordinator, sig: signal.Signals) -> None:
 
 
 async def until(check: object, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + within(seconds)
     while not check():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)

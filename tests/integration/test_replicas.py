@@ -50,6 +50,7 @@ from tests.integration.spark_apps import committed
 from tests.integration.test_postgres_coordinator import PARTITIONS, Committer, every_ack_kept
 from tests.integration.test_server_pipeline import commit
 from tests.postgres import PostgresServer
+from tests.waits import within
 
 SESSION_MS = 20_000
 MOVES = {"assigned", "revoked", "lost", "failed"}
@@ -454,7 +455,7 @@ async def test_replicas_on_one_host_without_names_are_told_apart_by_their_ports(
 
 
 async def async_wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within(timeout)
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
@@ -664,7 +665,7 @@ async def test_a_topic_grown_through_one_replica_is_known_to_the_others_at_once(
 async def async_wait_until_async(
     ask: Callable[[], Awaitable[object]], expected: object, timeout: float
 ) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within(timeout)
     while (answer := await ask()) != expected:
         assert time.monotonic() < deadline, f"still {answer!r}, not {expected!r}"
         await asyncio.sleep(0.02)

@@ -2,7 +2,8 @@
 
 Each replica decides with the real `core.leasing.ReplicaLeases` on the simulation's time.
 
-`KGROUPS_REPLICA_SIM_SEED=n` replays one seed; `KGROUPS_SIM_STEPS` as for the simulation.
+`KGROUPS_REPLICA_SIM_SEED=n` replays one seed, `KGROUPS_REPLICA_SIM_SEEDS=n` runs the first
+n; `KGROUPS_SIM_STEPS` as for the simulation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pytest
 from tests.sim.replica_sim import ReplicatedSimulation
 from tests.sim.simulation import InvariantViolation
 
-SEEDS = int(os.environ.get("KGROUPS_REPLICA_SIM_SEEDS", "40"))
+SEEDS = int(os.environ.get("KGROUPS_REPLICA_SIM_SEEDS", "200"))
+"""200 in `make check`; `make test` runs 1,000 and `make sim-long` 20,000."""
 STEPS = int(os.environ.get("KGROUPS_SIM_STEPS", "3000"))
 ONE = os.environ.get("KGROUPS_REPLICA_SIM_SEED")
 CHOSEN = [int(ONE)] if ONE else list(range(SEEDS))
