@@ -61,7 +61,7 @@ from kgroups import admin
 from kgroups.coordinator.core import CoordinatorConfig, GroupCoordinator, Node
 from kgroups.coordinator.core.records import OffsetRecord, OffsetValue
 from kgroups.coordinator.core.shards import shard_of
-from kgroups.coordinator.store.postgres import Fence, PostgresStore
+from kgroups.coordinator.store.postgres import Fence, ReplicaStore
 from kgroups.protocol.build import build
 from tests.postgres import PostgresServer
 
@@ -284,7 +284,7 @@ async def failover(groups: list[str], addresses: list[tuple[str, int]], victim: 
 
 def takeover_with_history(url: str, offsets: int) -> float:
     """Seconds for a replica to read and load a shard holding `offsets` committed offsets."""
-    store = PostgresStore(url, shards=SHARDS, fence=Fence("bench-loader"))
+    store = ReplicaStore(url, shards=SHARDS, fence=Fence("bench-loader"))
     store.open()
     groups = [f"history-{n}" for n in range(100)]
     shard = shard_of(groups[0], SHARDS)

@@ -38,7 +38,7 @@ from kgroups.coordinator.replicas import Replication
 from kgroups.coordinator.server import CoordinatorServer, ServerSettings
 from kgroups.coordinator.store import StoreError
 from kgroups.coordinator.store.leases import REGISTRY_LOCK_KEY, ShardLeases, Tick
-from kgroups.coordinator.store.postgres import Fence, PostgresStore
+from kgroups.coordinator.store.postgres import Fence, PostgresStore, ReplicaStore
 from kgroups.protocol.build import build
 from kgroups.protocol.client import ConnectionClosed, KafkaConnection
 from kgroups.protocol.errors import ErrorCode
@@ -316,7 +316,7 @@ async def test_a_write_queued_before_a_takeover_is_refused_and_not_acknowledged(
         with pytest.raises(ConnectionClosed):
             await asyncio.wait_for(committing, 10)
         assert srv.failure is None
-        reader = PostgresStore(url, fence=Fence("reader"))
+        reader = ReplicaStore(url, fence=Fence("reader"))
         await asyncio.to_thread(reader.open)
         stored = await asyncio.to_thread(lambda: list(reader.load_shard(shard_of("g", 50))))
         assert [r.value.offset for r in stored if isinstance(r, OffsetRecord) and r.value] == [5]

@@ -20,7 +20,7 @@ from kgroups.coordinator.core.records import (
 from kgroups.coordinator.core.shards import shard_of
 from kgroups.coordinator.store.base import GlobalsMoved
 from kgroups.coordinator.store.leases import ShardLeases
-from kgroups.coordinator.store.postgres import Fence, Fenced, PostgresStore
+from kgroups.coordinator.store.postgres import Fence, Fenced, PostgresStore, ReplicaStore
 from tests.postgres import PostgresServer
 
 SHARDS = 50
@@ -33,7 +33,7 @@ the middle of make test had its session ended by the database."""
 @pytest.fixture
 def url(postgres: PostgresServer) -> str:
     url = postgres.create_database()
-    store = PostgresStore(url, shards=SHARDS, fence=Fence("setup"))
+    store = ReplicaStore(url, shards=SHARDS, fence=Fence("setup"))
     store.open()
     store.close()
     return url
@@ -113,7 +113,7 @@ def test_a_write_to_a_shard_taken_over_is_refused_whole_and_other_shards_still_w
     a, b = replica(url, "a", ttl_s=SHORT_TTL_S), replica(url, "b", ttl_s=SHORT_TTL_S)
     settle([a, b])
     fence = Fence("a", dict(a.held))
-    store = PostgresStore(url, shards=SHARDS, fence=fence)
+    store = ReplicaStore(url, shards=SHARDS, fence=fence)
     store.open()
     kept, taken = group_in({min(a.held)}), group_in({max(a.held)})
     store.append([offset(kept, 1), offset(taken, 1)])
@@ -130,7 +130,7 @@ def test_a_write_to_a_shard_taken_over_is_refused_whole_and_other_shards_still_w
     assert {r.group_id: r.value.offset for r in reader.load()
             if isinstance(r, OffsetRecord) and r.value} == {kept: 1, taken: 1}  # fmt: skip
     # b, loaded at its new epochs, writes.
-    b_store = PostgresStore(url, shards=SHARDS, fence=Fence("b", dict(b.held)))
+    b_store = ReplicaStore(url, shards=SHARDS, fence=Fence("b", dict(b.held)))
     b_store.open()
     b_store.append([offset(taken, 3)])
     for s in (store, reader, b_store):
@@ -165,7 +165,7 @@ def test_a_restarted_replica_fences_off_the_process_it_replaces(url: str) -> Non
     epoch: the process it replaces, if only frozen, can write none of them."""
     old = replica(url, "a")
     old.tick()
-    old_store = PostgresStore(url, shards=SHARDS, fence=Fence("a", dict(old.held)))
+    old_store = ReplicaStore(url, shards=SHARDS, fence=Fence("a", dict(old.held)))
     old_store.open()
     new = replica(url, "a")
     held = new.tick().held
@@ -185,7 +185,7 @@ def test_topics_written_from_a_view_another_replica_changed_are_refused_whole(ur
     database still holds the version it read them at. A replica that read them before
     another grew a topic cannot write its older view back (a topic shrunk, a creation
     twice); once it has read them again, it can. Notifications say when they change."""
-    a, b = (PostgresStore(url, shards=SHARDS, fence=Fence(n)) for n in ("a", "b"))
+    a, b = (ReplicaStore(url, shards=SHARDS, fence=Fence(n)) for n in ("a", "b"))
     listener = psycopg.connect(url, autocommit=True)
     listener.execute("LISTEN kgroups_globals")
     for s in (a, b):

@@ -31,7 +31,7 @@ from kgroups.coordinator.core.records import (
 from kgroups.coordinator.core.shards import shard_of
 from kgroups.coordinator.core.states import GroupState
 from kgroups.coordinator.store import DB_FILE, RecordStore, Store, StoreError
-from kgroups.coordinator.store.postgres import Fence, PostgresStore, redacted
+from kgroups.coordinator.store.postgres import Fence, PostgresStore, ReplicaStore, redacted
 from tests.postgres import PASSWORD, PostgresServer
 
 MEMBER = MemberValue("m-1", "i-1", "client", "/10.0.0.1", 30_000, 10_000,
@@ -375,14 +375,14 @@ def test_a_postgresql_snapshot_after_one_members_change_writes_that_members_row(
 def _replica_store(url: str, name: str, shard: int, epoch: int) -> PostgresStore:
     """A replica's store holding `shard` at `epoch` (set in the database here, as a tick
     would)."""
-    store = PostgresStore(url, fence=Fence(name))
+    store = ReplicaStore(url, fence=Fence(name))
     store.open()
     store.conn.execute(
         "UPDATE kgroups.shard_owners SET owner = %s, epoch = %s, "
         "expires_at = now() + interval '1 hour' WHERE shard = %s",
         (name, epoch, shard),
     )
-    store.fence.hold(shard, epoch)  # type: ignore[union-attr]
+    store.fence.hold(shard, epoch)
     return store
 
 
@@ -430,7 +430,7 @@ def test_a_replica_that_loads_a_shard_again_writes_its_groups_whole(
     b.close()
     a.conn.execute("UPDATE kgroups.shard_owners SET owner = 'a', epoch = 3 WHERE shard = %s",
                    (shard,))  # fmt: skip
-    a.fence.hold(shard, 3)  # type: ignore[union-attr]
+    a.fence.hold(shard, 3)
     assert a.load_shard(shard) == [GroupRecord("g", _with(CONSUMER_GROUP, m1, m3, m4))]
     a.append([GroupRecord("g", CONSUMER_GROUP)])  # its members as a wrote them before
     assert a.load_shard(shard) == [GroupRecord("g", CONSUMER_GROUP)]
@@ -546,7 +546,7 @@ def test_a_replica_session_ended_for_idling_in_a_transaction_is_replaced(
     first.open()
     first.append([OffsetRecord("g", "t", 0, OffsetValue(7, -1, "", 1, None))])
     first.close()
-    replica = PostgresStore(url, fence=Fence("r0"), lease_ttl_s=0.2, retry_s=10)
+    replica = ReplicaStore(url, fence=Fence("r0"), lease_ttl_s=0.2, retry_s=10)
     replica.open()
     ended = replica.conn
     ended.execute("BEGIN")

@@ -44,7 +44,7 @@ from kgroups.coordinator.core.shards import Sharding, shard_of
 from kgroups.coordinator.pipeline import OrderedWriter
 from kgroups.coordinator.store.leases import ShardLeases
 from kgroups.coordinator.store.notices import GlobalsNotices
-from kgroups.coordinator.store.postgres import Fence, PostgresStore
+from kgroups.coordinator.store.postgres import Fence, ReplicaStore
 
 log = logging.getLogger("kgroups.coordinator.replicas")
 
@@ -56,7 +56,7 @@ class Replication:
 
     def __init__(
         self,
-        store: PostgresStore,
+        store: ReplicaStore,
         leases: ShardLeases,
         writer: Callable[[], OrderedWriter],
         *,
@@ -64,7 +64,6 @@ class Replication:
         now_ms: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        assert store.fence is not None
         self.store = store
         self.fence: Fence = store.fence
         self.leases = leases

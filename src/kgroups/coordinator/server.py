@@ -231,13 +231,13 @@ class CoordinatorServer:
         """A PostgreSQL store shared with other replicas: fenced writes, shard leases."""
         from kgroups.coordinator.replicas import Replication
         from kgroups.coordinator.store.leases import ShardLeases
-        from kgroups.coordinator.store.postgres import Fence, PostgresStore
+        from kgroups.coordinator.store.postgres import Fence, ReplicaStore
 
         settings = self.settings
         # Named for good once the listeners are bound (`_replica_name`): with port 0, the
         # configured port would give every replica on a host the same name, and one fence.
         name = settings.replica_name or ""
-        store = PostgresStore(url, shards=settings.shards, fence=Fence(name),
+        store = ReplicaStore(url, shards=settings.shards, fence=Fence(name),
                               lease_ttl_s=settings.lease_ttl_s)  # fmt: skip
         leases = ShardLeases(url, name=name, listeners={}, ttl_s=settings.lease_ttl_s)
         self._replication = Replication(store, leases, lambda: self._writer,

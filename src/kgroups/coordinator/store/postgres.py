@@ -22,9 +22,14 @@ not fatal at once: the batch is retried on a new connection for `retry_s` second
 Replaying a batch that did commit before the connection dropped is harmless: it writes
 the same last values again, and nothing was written after it (one writer, in order).
 
-Exclusivity: until replicas share the shards, one coordinator process owns the store.
-It holds a session advisory lock on its connection; a second process is refused, and a
-process whose connection dropped must take the lock again before it writes.
+Two ways to own it, two types. `PostgresStore`: one coordinator process owns the whole
+store; it holds a session advisory lock on its connection, a second process is refused,
+and a process whose connection dropped takes the lock again before it writes.
+`ReplicaStore`: one replica of several sharing the shards (`coordinator/replicas.py`);
+no lock, but every write is fenced (`Fence`: the shards it touches must still be this
+replica's at the epochs it loaded them with), it loads the cluster's topics and group
+settings at start and each shard's groups when it takes the shard, and it writes topics
+and group settings only from the view it last read (`globals_seen`).
 
 PostgreSQL text cannot hold U+0000, which Kafka strings can: a group id, topic or offset
 metadata containing it (or beginning with ESC) is stored as ESC + its JSON (`_esc`).
@@ -215,9 +220,8 @@ class Fence:
 
 
 class PostgresStore:
-    """The coordinator's records in PostgreSQL. With a `fence`, one replica among several
-    (every write checked against the shards' owners); without, one coordinator process at
-    a time (an advisory lock)."""
+    """The coordinator's records in PostgreSQL, owned by one coordinator process at a
+    time (an advisory lock). `ReplicaStore` is the same records shared by replicas."""
 
     def __init__(
         self,
@@ -226,8 +230,6 @@ class PostgresStore:
         shards: int = DEFAULT_SHARDS,
         retry_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
-        fence: Fence | None = None,
-        lease_ttl_s: float = 5.0,
     ) -> None:
         if not 1 <= shards <= MAX_SHARDS:
             raise ValueError(f"shards must be in [1, {MAX_SHARDS}], not {shards}")
@@ -235,19 +237,11 @@ class PostgresStore:
         self.shards = shards
         self.retry_s = retry_s
         self._sleep = sleep
-        self.fence = fence
-        self.lease_ttl_s = lease_ttl_s
         self._conn: psycopg.Connection[Any] | None = None
-        self.member_rows = fence is None
-        """Whether a consumer group's members are written as rows of their own. A replica
-        does so only while every live replica reads them (`Replication` sets it from each
-        tick): one started before they existed would load a group without its members."""
+        self.member_rows = True
+        """Whether a consumer group's members are written as rows of their own."""
         self._written: dict[str, WrittenMembers] = {}
         """What this store last wrote of each consumer group's member rows."""
-        self.globals_seen: int | None = None
-        """A replica: the version of the cluster's topics and group settings it last read
-        (`load`) or wrote. Its writes of them are made only while the database's version
-        is still this one: a view another replica has changed since is never written back."""
 
     @property
     def where(self) -> str:
@@ -269,9 +263,7 @@ class PostgresStore:
             raise StoreError(f"{self.where}: {exc}") from None
 
     def _lock(self, conn: psycopg.Connection[Any]) -> None:
-        if self.fence is not None:  # replicas: every write is fenced instead
-            bound_sessions(conn, self.lease_ttl_s)
-            return
+        """Make a new connection this store's: the store's lock taken."""
         # A coordinator that has just stopped (or died) holds the lock until its session
         # ends, which the server notices a moment after the connection closes: wait that
         # moment before calling the store another coordinator's.
@@ -341,13 +333,16 @@ class PostgresStore:
 
     def close(self) -> None:
         if self._conn is not None:
-            if self.fence is None and not self._conn.closed:
-                # Released now, not when the server notices the session ended (the
-                # session is going anyway if this fails).
-                with contextlib.suppress(psycopg.Error):
-                    self._conn.execute("SELECT pg_advisory_unlock_all()")
+            if not self._conn.closed:
+                self._unlock(self._conn)
             self._conn.close()
             self._conn = None
+
+    def _unlock(self, conn: psycopg.Connection[Any]) -> None:
+        # Released now, not when the server notices the session ended (the session is
+        # going anyway if this fails).
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("SELECT pg_advisory_unlock_all()")
 
     def _retrying(self, what: str, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         """`work` on the connection; if the database goes away, again on a new one (the
@@ -416,32 +411,8 @@ class PostgresStore:
         return self._retrying("reading the cluster id", read)
 
     def load(self) -> Iterator[Record]:
-        """Every record: topics, group settings, groups, offsets (streamed in batches).
-        A replica (with a fence) loads only the cluster's records, topics and group
-        settings; groups and offsets come shard by shard (`load_shard`)."""
-        if self.fence is not None:
-            return iter(self._retrying("loading", self._read_globals))
+        """Every record: topics, group settings, groups, offsets (streamed in batches)."""
         return iter(self._retrying("loading", lambda conn: list(self._read_all(conn))))
-
-    def load_if_moved(self) -> list[Record] | None:
-        """A replica: the cluster's topics and group settings if another replica has
-        changed them since they were last read here (None if not). Read before acting on
-        a request that changes them, so that it is judged on the cluster's current view."""
-
-        def read(conn: psycopg.Connection[Any]) -> list[Record] | None:
-            if _globals_version(conn) == self.globals_seen:
-                return None
-            return self._read_globals(conn)
-
-        return self._retrying("loading", read)
-
-    def _read_globals(self, conn: psycopg.Connection[Any]) -> list[Record]:
-        # The version first: a change committed between the two reads makes the version
-        # read older than the rows, so the next write is refused (safe), never the reverse.
-        version = _globals_version(conn)
-        records = list(self._read_all(conn, groups=False))
-        self.globals_seen = version
-        return records
 
     def load_shard(self, shard: int) -> list[Record]:
         """The groups and committed offsets of one shard."""
@@ -450,14 +421,13 @@ class PostgresStore:
     def load_shards(self, shards: list[int]) -> dict[int, list[Record]]:
         """The groups and committed offsets of `shards`, by shard, in one transaction (a
         replica starting claims its whole share at once)."""
-        # Another replica may have written their groups since this one did (and what
-        # this one wrote of shards it no longer holds is dropped).
-        count, held = self.shards, self.fence.epochs if self.fence is not None else None
-        self._written = {
-            g: m for g, m in self._written.items()
-            if shard_of(g, count) not in shards and (held is None or shard_of(g, count) in held)
-        }  # fmt: skip
+        # Another replica may have written their groups since this one did.
+        self._forget_written(lambda shard: shard not in shards)
         return self._retrying("loading shards", lambda c: self._read_shards(c, shards))
+
+    def _forget_written(self, keep: Callable[[int], bool]) -> None:
+        count = self.shards
+        self._written = {g: m for g, m in self._written.items() if keep(shard_of(g, count))}
 
     def _read_shards(
         self, conn: psycopg.Connection[Any], shards: list[int]
@@ -532,19 +502,24 @@ class PostgresStore:
         """Make `records` durable in one transaction: each key's last value in the batch."""
         if not records:
             return
-        batch = _Batch(self.shards, self.fence, self.globals_seen)
+        batch = self._batch()
         if self.member_rows:
             batch.written = self._written
         for record in records:
             batch.add(record)
         self._retrying("writing", batch.write)
-        if batch.globals_now is not None:
-            self.globals_seen = batch.globals_now
+        self._written_batch(batch)
         for group_id, members in batch.members_after.items():  # what the database holds
             if members is None:
                 self._written.pop(group_id, None)
             else:
                 self._written[group_id] = members
+
+    def _batch(self) -> _Batch:
+        return _Batch(self.shards)
+
+    def _written_batch(self, batch: _Batch) -> None:
+        """After `batch` was written (a replica keeps the version of what it wrote)."""
 
     def holds_records(self) -> bool:
         """Whether any topic, group, group setting or offset is stored."""
@@ -594,6 +569,10 @@ _OFFSETS_UPSERT = sql.SQL(
     "metadata = EXCLUDED.metadata, commit_ms = EXCLUDED.commit_ms, "
     "expire_ms = EXCLUDED.expire_ms"
 ).format(s=sql.Identifier(SCHEMA))
+_GLOBALS_BUMP = (
+    f"INSERT INTO {SCHEMA}.meta VALUES ('globals_version', '1') "
+    f"ON CONFLICT (key) DO UPDATE SET value = ({SCHEMA}.meta.value::bigint + 1)::text"
+)
 _OFFSETS_DELETE = (
     f"DELETE FROM {SCHEMA}.offsets WHERE (group_id, topic, partition) IN "
     "(SELECT * FROM unnest(%s::text[], %s::text[], %s::integer[]))"
@@ -603,14 +582,8 @@ _OFFSETS_DELETE = (
 class _Batch:
     """One transaction's worth of records, reduced to each key's last value."""
 
-    def __init__(
-        self, shards: int, fence: Fence | None = None, globals_seen: int | None = None
-    ) -> None:
+    def __init__(self, shards: int) -> None:
         self.shards = shards
-        self.fence = fence
-        self.globals_seen = globals_seen
-        self.globals_now: int | None = None
-        """The version of the topics and group settings once this batch's are written."""
         self.offsets: dict[tuple[str, str, int], OffsetValue | None] = {}
         self.groups: dict[str, GroupValue | ConsumerGroupValue | None] = {}
         """Encoded at write time: a group written several times in a batch (a consumer-
@@ -641,26 +614,7 @@ class _Batch:
         return {shard_of(g, self.shards) for g in groups}
 
     def _check_fence(self, cur: psycopg.Cursor[Any]) -> None:
-        """Refuse the whole batch unless this replica holds every shard it touches at the
-        epoch it loaded it with, and keep those rows share-locked until COMMIT: a claim of
-        one of them waits for this write, then its new owner loads it."""
-        fence = self.fence
-        if fence is None:
-            return
-        touched = self.touched()
-        if not touched:
-            return
-        shards = sorted(touched)
-        epochs = [fence.epochs.get(s, -1) for s in shards]
-        cur.execute(
-            f"SELECT shard FROM {SCHEMA}.shard_owners WHERE owner = %s AND "
-            "(shard, epoch) IN (SELECT * FROM unnest(%s::smallint[], %s::bigint[])) "
-            "FOR SHARE",
-            (fence.owner, shards, epochs),
-        )
-        held = {shard for (shard,) in cur.fetchall()}
-        if held != touched:
-            raise Fenced(frozenset(touched - held))
+        """A replica's batch is refused unless it holds the shards it touches."""
 
     def write(self, conn: psycopg.Connection[Any]) -> None:
         if not (self.groups or self.configs or self.topics) and all(
@@ -757,32 +711,19 @@ class _Batch:
             )
 
     def _bump_globals(self, cur: psycopg.Cursor[Any]) -> None:
-        """One more version of the topics and group settings; for a replica, only if the
-        database's is still the one its view was read at (compare-and-set: a concurrent
-        writer's row lock is waited for, then the condition is checked again)."""
-        bump = (
-            f"INSERT INTO {SCHEMA}.meta VALUES ('globals_version', '1') "
-            f"ON CONFLICT (key) DO UPDATE SET value = ({SCHEMA}.meta.value::bigint + 1)::text"
-        )
+        """One more version of the topics and group settings."""
         cur.execute(f"SELECT pg_notify('{GLOBALS_CHANNEL}', '')")  # sent on commit
-        if self.fence is None:
-            cur.execute(bump)
-            return
-        seen = self.globals_seen or 0
-        cur.execute(f"{bump} WHERE {SCHEMA}.meta.value = %s RETURNING value", (str(seen),))
-        row = cur.fetchone()
-        if row is None or int(row[0]) != seen + 1:
-            raise GlobalsMoved(seen)
-        self.globals_now = seen + 1
+        cur.execute(_GLOBALS_BUMP)
+
+    def _offsets_fence(self) -> tuple[str | None, list[int], list[int]]:
+        """`write_offsets`' owner and the shards and epochs it must hold (none here)."""
+        return None, [], []
 
     def write_offsets_at_once(self, conn: psycopg.Connection[Any]) -> None:
         """A batch of offset commits only (what a busy coordinator writes nearly always):
         one statement in autocommit, its own transaction, so one round trip instead of
         four (BEGIN, the fence, the upsert, COMMIT), checked as `_check_fence` does."""
-        fence = self.fence
-        touched = sorted(self.touched()) if fence is not None else []
-        epochs = [fence.epochs.get(s, -1) for s in touched] if fence is not None else []
-        owner = fence.owner if fence is not None else None
+        owner, touched, epochs = self._offsets_fence()
         row = conn.execute(
             f"SELECT {SCHEMA}.write_offsets(%s, %s::smallint[], %s::bigint[], %s::text[], "
             "%s::text[], %s::integer[], %s::smallint[], %s::bigint[], %s::integer[], %s::text[], "
@@ -790,7 +731,7 @@ class _Batch:
             (owner, touched, epochs, *self._offset_columns()),
         ).fetchone()
         held = set(row[0]) if row is not None and row[0] is not None else set()
-        if fence is not None and held != set(touched):
+        if owner is not None and held != set(touched):
             raise Fenced(frozenset(set(touched) - held))
 
     def _write_offsets(self, cur: psycopg.Cursor[Any]) -> None:
@@ -815,6 +756,127 @@ class _Batch:
             for column, cell in zip(columns, row, strict=True):
                 column.append(cell)
         return columns
+
+
+class _FencedBatch(_Batch):
+    """A replica's batch: fenced, and its topics and group settings compared and set."""
+
+    def __init__(self, shards: int, fence: Fence, globals_seen: int | None) -> None:
+        super().__init__(shards)
+        self.fence = fence
+        self.globals_seen = globals_seen
+        self.globals_now: int | None = None
+        """The version of the topics and group settings once this batch's are written."""
+
+    def _check_fence(self, cur: psycopg.Cursor[Any]) -> None:
+        """Refuse the whole batch unless this replica holds every shard it touches at the
+        epoch it loaded it with, and keep those rows share-locked until COMMIT: a claim of
+        one of them waits for this write, then its new owner loads it."""
+        fence = self.fence
+        touched = self.touched()
+
+        if not touched:
+            return
+        shards = sorted(touched)
+        epochs = [fence.epochs.get(s, -1) for s in shards]
+        cur.execute(
+            f"SELECT shard FROM {SCHEMA}.shard_owners WHERE owner = %s AND "
+            "(shard, epoch) IN (SELECT * FROM unnest(%s::smallint[], %s::bigint[])) "
+            "FOR SHARE",
+            (fence.owner, shards, epochs),
+        )
+        held = {shard for (shard,) in cur.fetchall()}
+        if held != touched:
+            raise Fenced(frozenset(touched - held))
+
+    def _bump_globals(self, cur: psycopg.Cursor[Any]) -> None:
+        """Only if the database's version is still the one this replica's view was read
+        at (compare-and-set: a concurrent writer's row lock is waited for, then the
+        condition is checked again)."""
+        cur.execute(f"SELECT pg_notify('{GLOBALS_CHANNEL}', '')")  # sent on commit
+        seen = self.globals_seen or 0
+        cur.execute(f"{_GLOBALS_BUMP} WHERE {SCHEMA}.meta.value = %s RETURNING value",
+                    (str(seen),))  # fmt: skip
+        row = cur.fetchone()
+        if row is None or int(row[0]) != seen + 1:
+            raise GlobalsMoved(seen)
+        self.globals_now = seen + 1
+
+    def _offsets_fence(self) -> tuple[str | None, list[int], list[int]]:
+        touched = sorted(self.touched())
+        return self.fence.owner, touched, [self.fence.epochs.get(s, -1) for s in touched]
+
+
+class ReplicaStore(PostgresStore):
+    """The coordinator's records in PostgreSQL, shared by replicas: no lock, every write
+    fenced, the cluster's records loaded at start and each shard's when it is taken."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        fence: Fence,
+        shards: int = DEFAULT_SHARDS,
+        retry_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        lease_ttl_s: float = 5.0,
+    ) -> None:
+        super().__init__(url, shards=shards, retry_s=retry_s, sleep=sleep)
+        self.fence = fence
+        self.lease_ttl_s = lease_ttl_s
+        self.member_rows = False
+        """Only while every live replica reads them (`Replication` sets it from each tick):
+        one started before they existed would load a group without its members."""
+        self.globals_seen: int | None = None
+        """The version of the cluster's topics and group settings last read (`load`) or
+        written here. Its writes of them are made only while the database's version is
+        still this one: a view another replica has changed since is never written back."""
+
+    def _lock(self, conn: psycopg.Connection[Any]) -> None:
+        """No lock: every write is fenced instead. A session idle inside a transaction
+        for half a lease is ended by the server (a frozen replica holds nobody back)."""
+        bound_sessions(conn, self.lease_ttl_s)
+
+    def _unlock(self, conn: psycopg.Connection[Any]) -> None:
+        return
+
+    def load(self) -> Iterator[Record]:
+        """The cluster's records only, topics and group settings; groups and offsets come
+        shard by shard (`load_shards`)."""
+        return iter(self._retrying("loading", self._read_globals))
+
+    def load_if_moved(self) -> list[Record] | None:
+        """The cluster's topics and group settings if another replica has changed them
+        since they were last read here (None if not). Read before acting on a request
+        that changes them, so that it is judged on the cluster's current view."""
+
+        def read(conn: psycopg.Connection[Any]) -> list[Record] | None:
+            if _globals_version(conn) == self.globals_seen:
+                return None
+            return self._read_globals(conn)
+
+        return self._retrying("loading", read)
+
+    def _read_globals(self, conn: psycopg.Connection[Any]) -> list[Record]:
+        # The version first: a change committed between the two reads makes the version
+        # read older than the rows, so the next write is refused (safe), never the reverse.
+        version = _globals_version(conn)
+        records = list(self._read_all(conn, groups=False))
+        self.globals_seen = version
+        return records
+
+    def load_shards(self, shards: list[int]) -> dict[int, list[Record]]:
+        # What this replica wrote of shards it no longer holds is forgotten too.
+        held = self.fence.epochs
+        self._forget_written(lambda shard: shard in held)
+        return super().load_shards(shards)
+
+    def _batch(self) -> _Batch:
+        return _FencedBatch(self.shards, self.fence, self.globals_seen)
+
+    def _written_batch(self, batch: _Batch) -> None:
+        if isinstance(batch, _FencedBatch) and batch.globals_now is not None:
+            self.globals_seen = batch.globals_now
 
 
 def _member_rows(rows: list[tuple[str, str]]) -> dict[str, list[str]]:
