@@ -41,7 +41,7 @@ from typing import Any
 from kgroups.coordinator.core import Effects, GroupCoordinator, GroupState, Node
 from kgroups.coordinator.core import msg_group as mg
 from kgroups.coordinator.core.effects import RequestBody
-from kgroups.coordinator.core.leasing import ReplicaLeases, Tick
+from kgroups.coordinator.core.leasing import ReplicaLeases, Tick, set_aside
 from kgroups.coordinator.core.records import GroupRecord, OffsetRecord, Record
 from kgroups.coordinator.core.shards import fair_share, shard_of, to_claim, to_release
 from kgroups.protocol.errors import ErrorCode
@@ -303,11 +303,17 @@ class ReplicatedSimulation(Simulation):
         if refused and self.check_epochs:
             self.fenced_writes += 1
             self.trace.append(f"{self.now} {replica.name}: write refused (shards {refused})")
-            # Answers queued behind it with no records of their own were read from what
-            # was refused (`OrderedWriter._set_aside`): every request here is the group's.
-            behind = [e for e in replica.queue if not e.records]
-            replica.queue = [e for e in replica.queue if e.records]
-            for effects in batch + behind:
+            # What is written again and what is never acknowledged: the writer's rule
+            # (`OrderedWriter._set_aside`); every request here is about the one group.
+            again, lost = set_aside(
+                batch, replica.queue, frozenset(refused),
+                written_to=lambda e: {shard_of(r.group_id, SHARDS) for r in e.records
+                                      if isinstance(r, GroupRecord | OffsetRecord)},
+                answers_about=lambda e: {SHARD} if any(
+                    r.ref in self.pending for r in e.replies) else set(),
+            )  # fmt: skip
+            replica.queue = again
+            for effects in lost:
                 for reply in effects.replies:
                     held = self.pending.pop(reply.ref, None)
                     if held is not None:  # the connection closes: not acknowledged

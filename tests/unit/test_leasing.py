@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import pytest
 
+from kgroups.coordinator.core import Effects, Reply
 from kgroups.coordinator.core.leasing import (
     IllegalShardTransition,
     Replica,
     ReplicaLeases,
     ShardState,
     Tick,
+    set_aside,
 )
+from kgroups.coordinator.core.msg_group import HeartbeatResponse
+from kgroups.coordinator.core.records import GroupRecord
+from kgroups.protocol.errors import ErrorCode
 
 TTL = 5.0
 VALID = TTL - 1.0
@@ -166,3 +171,30 @@ def test_timings_follow_the_ttl() -> None:
     assert ReplicaLeases(5.0, now=0).timings.tick_s == 1.0
     short = ReplicaLeases(1.0, now=0).timings
     assert (short.tick_s, short.margin_s, short.stall_s) == (0.2, 0.25, 6.0)
+
+
+def test_a_refused_write_loses_what_it_wrote_and_the_answers_read_from_it() -> None:
+    """A batch holding the leader's SyncGroup (its records write the assignment) and the
+    follower's answer (no records of its own) is refused: neither is acknowledged, not
+    even the follower's, though it wrote nothing (it was told an assignment the database
+    never held). Other groups' effects, in the batch or queued, are written again."""
+    leader = Effects(records=(group(3),), replies=(reply(1),))
+    follower = Effects(replies=(reply(2),))
+    other = Effects(records=(group(5),), replies=(reply(3),))
+    queued_answer, queued_other = Effects(replies=(reply(4),)), Effects(replies=(reply(5),))
+    about = {1: 3, 2: 3, 3: 5, 4: 3, 5: 5}
+    again, lost = set_aside(
+        [leader, follower, other], [queued_answer, queued_other], frozenset({3}),
+        written_to=lambda e: {int(r.group_id) for r in e.records if isinstance(r, GroupRecord)},
+        answers_about=lambda e: {about[r.ref] for r in e.replies},
+    )  # fmt: skip
+    assert lost == [leader, follower, queued_answer]
+    assert again == [other, queued_other]
+
+
+def group(shard: int) -> GroupRecord:
+    return GroupRecord(str(shard), None)
+
+
+def reply(ref: int) -> Reply:
+    return Reply(ref, HeartbeatResponse(ErrorCode.none))

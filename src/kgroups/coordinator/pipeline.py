@@ -26,6 +26,7 @@ from typing import TypeVar
 
 from kgroups.coordinator.connection import Connection
 from kgroups.coordinator.core import Effects, Reply
+from kgroups.coordinator.core.leasing import set_aside
 from kgroups.coordinator.core.msg_cluster import FetchResponse
 from kgroups.coordinator.core.msg_group import HeartbeatResponse
 from kgroups.coordinator.core.records import (
@@ -187,16 +188,20 @@ class OrderedWriter:
 
     def _set_aside(self, batch: list[Effects], shards: frozenset[int]) -> None:
         """A write refused because `shards` moved to another replica: nothing of it was
-        written. What touched them is not acknowledged (their connections close, so the
-        clients look for the new coordinator), and neither is an answer queued behind it
-        with no records of its own about a group of theirs (a follower's SyncGroup told
-        the assignment the refused write held); the rest is written again."""
-        kept = [e for e in batch if not self._refused(e, shards, records=True)]
-        queued = [e for e in self.queue if e.records or not self._refused(e, shards)]
+        written; `leasing.set_aside` says what is written again and what is never
+        acknowledged (its connections close, so the clients look for the new
+        coordinator)."""
+        again, lost = set_aside(batch, self.queue, shards, written_to=self._written_to,
+                                answers_about=self._answers_about)  # fmt: skip
+        for effects in lost:
+            for reply in effects.replies:
+                pending = self.pending.pop(reply.ref, None)
+                if pending is not None:
+                    pending.conn.abort("its group moved to another coordinator")
         log.warning("a write to shards %s was refused: another replica holds them now",
                     sorted(shards))  # fmt: skip
-        self.finished += len(batch) - len(kept) + len(self.queue) - len(queued)
-        self.queue = kept + queued
+        self.finished += len(lost)
+        self.queue = again
         self.on_fenced(shards)
         self._flush()
 
@@ -230,30 +235,26 @@ class OrderedWriter:
             self.on_fenced(shards)
         self._flush()
 
-    def _refused(self, effects: Effects, shards: frozenset[int], *, records: bool = False) -> bool:
-        """Whether `effects` depend on the refused `shards` (by their records, or by the
-        group their answers are about); if so their connections are closed."""
+    def _written_to(self, effects: Effects) -> set[int]:
+        """The shards whose groups `effects`' records write."""
         shard_of = self.shard_of
         assert shard_of is not None
-        if records:
-            touched = {
-                shard_of(r.group_id)
-                for r in effects.records
-                if isinstance(r, GroupRecord | OffsetRecord)
-            }
-        else:
-            touched = set()
-            for reply in effects.replies:
-                pending = self.pending.get(reply.ref)
-                if pending is not None and pending.group_id is not None:
-                    touched.add(shard_of(pending.group_id))
-        if not touched & shards:
-            return False
+        return {
+            shard_of(r.group_id)
+            for r in effects.records
+            if isinstance(r, GroupRecord | OffsetRecord)
+        }
+
+    def _answers_about(self, effects: Effects) -> set[int]:
+        """The shards of the groups `effects`' answers are about (their requests named)."""
+        shard_of = self.shard_of
+        assert shard_of is not None
+        shards = set()
         for reply in effects.replies:
-            pending = self.pending.pop(reply.ref, None)
-            if pending is not None:
-                pending.conn.abort("its group moved to another coordinator")
-        return True
+            pending = self.pending.get(reply.ref)
+            if pending is not None and pending.group_id is not None:
+                shards.add(shard_of(pending.group_id))
+        return shards
 
     def _deliver(self, replies: tuple[Reply, ...]) -> None:
         for reply in replies:

@@ -30,13 +30,18 @@ keep-alive renews the fenced shards' leases (`renewal`, `renewed`): it moves
 `valid_until` only if the fence did not change meanwhile (a shard fenced since was not
 renewed by it), and asks for no renewal once the event loop has not turned for
 `stall_s` (a wedged process must lose its shards to the others).
+
+A write the fence refused (`set_aside`) is the ordered writer's decision, made here too:
+which of the effects in flight are written again and which are not acknowledged.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from kgroups.coordinator.core.effects import Effects
 
 __all__ = [
     "IllegalShardTransition",
@@ -46,6 +51,7 @@ __all__ = [
     "ReplicaLeases",
     "ShardState",
     "Tick",
+    "set_aside",
 ]
 
 
@@ -318,3 +324,38 @@ class ReplicaLeases:
         if fence != self._fence:
             self._fence = fence
             self.fence_version += 1
+
+
+def set_aside(
+    batch: Sequence[Effects],
+    queue: Sequence[Effects],
+    refused: frozenset[int],
+    *,
+    written_to: Callable[[Effects], set[int]],
+    answers_about: Callable[[Effects], set[int]],
+) -> tuple[list[Effects], list[Effects]]:
+    """A write of `batch` refused because the `refused` shards are another replica's now:
+    nothing of it was written. Returns what to write again, in order (the batch's effects
+    whose records touch none of them, then the queue behind it), and what is never
+    acknowledged (their clients' connections close, so they look for the new coordinator):
+    the effects that wrote to a refused shard, and the answers with no records of their
+    own about a group of one, in the batch or queued behind it (a follower's SyncGroup
+    answered with the assignment the refused write held). `written_to` gives the shards an effect's
+    records write, `answers_about` those of the groups its answers are about."""
+    again: list[Effects] = []
+    lost: list[Effects] = []
+    for effects in batch:
+        gone = written_to(effects) & refused or _read_from(effects, refused, answers_about)
+        (lost if gone else again).append(effects)
+    for effects in queue:
+        (lost if _read_from(effects, refused, answers_about) else again).append(effects)
+    return again, lost
+
+
+def _read_from(
+    effects: Effects, refused: frozenset[int], answers_about: Callable[[Effects], set[int]]
+) -> bool:
+    """Answers with no records of their own about a refused shard's group were read from
+    the state the refused write held (in the batch itself too: a follower's SyncGroup is
+    answered in the same batch as the leader's that wrote the assignment)."""
+    return not effects.records and bool(answers_about(effects) & refused)
