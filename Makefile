@@ -36,14 +36,12 @@ lint: install
 # 2-core machine (TEST_WORKERS=0 runs everything in one process). The kind cluster's tests
 # share a worker, in order; tests marked `alone` (they time latency beside an attack; the
 # demo and the Spark tests run three JVMs at a time) run afterwards by themselves. Each run ends with its slowest tests, its time per tier and
-# the tests that ended last (tests/tiers.py).
+# the tests that ended last (tests/tiers.py). tools/run-tests.sh runs both phases and, on
+# Ctrl-C and at the end, stops every process the run started (tests/reaper.py).
 TEST_WORKERS ?= 4
 test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresql
-	@status=0; \
-	KGROUPS_REPLICA_SIM_SEEDS=$${KGROUPS_REPLICA_SIM_SEEDS:-1000} \
-	$(BIN)/pytest $(PYTEST_FLAGS) --durations=30 -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests || status=$$?; \
-	$(BIN)/pytest $(PYTEST_FLAGS) -m alone --test-times .kgroups/test-times-alone.tsv tests || status=$$?; \
-	exit $$status
+	@PYTEST=$(BIN)/pytest TEST_WORKERS=$(TEST_WORKERS) PYTEST_FLAGS="$(PYTEST_FLAGS)" \
+		bash tools/run-tests.sh tests
 
 # Both tiers are CPU-bound and independent test by test: one worker per core.
 check: lint
