@@ -85,6 +85,10 @@ class Replica:
     """shard -> epoch held at its last tick (what `ShardLeases.tick` finds lost against)."""
     up: bool = True
     paused_until: int = 0
+    """Frozen (SIGSTOP) until then: nothing of it runs, its keep-alive neither."""
+    stalled_until: int = 0
+    """Its event loop is stuck until then (one long turn): requests, timers and ticks
+    wait; its keep-alive thread goes on renewing while the machine asks for it."""
     life: int = 0
     """Bumped on crash: events of an earlier life are dropped."""
     queue: list[Effects] = field(default_factory=list)
@@ -93,6 +97,11 @@ class Replica:
     """Freeze for this long at the next write (SIGSTOP in the middle of it)."""
     store_away_until: int = 0
     """Its database is away until then: writes and lease renewals wait, requests do not."""
+
+    @property
+    def blocked_until(self) -> int:
+        """Until when its event loop runs nothing (frozen or stalled)."""
+        return max(self.paused_until, self.stalled_until)
 
 
 class ReplicatedSimulation(Simulation):
@@ -112,6 +121,7 @@ class ReplicatedSimulation(Simulation):
         self.held_by: dict[int, Replica] = {}
         """ref -> the replica holding that request (a crash breaks its connection)."""
         self.moves = self.freezes = self.crashes = self.fenced_writes = self.outages = 0
+        self.stalls = self.renewals = 0
         self._counter = itertools.count(1)
         super().__init__(seed, **kw)
 
@@ -124,6 +134,8 @@ class ReplicatedSimulation(Simulation):
                 self.replicas.append(Replica(f"r{n}", n, self._core(n), self._machine()))
                 self._register(self.replicas[-1])
                 self.schedule(n * 7, lambda r=self.replicas[-1], life=0: self._tick(r, life))
+                self.schedule(n * 7 + TICK_MS // 2,
+                              lambda r=self.replicas[-1], life=0: self._keep_alive(r, life))  # fmt: skip
         return self.replicas[0].coordinator
 
     def _machine(self) -> ReplicaLeases:
@@ -152,14 +164,15 @@ class ReplicatedSimulation(Simulation):
     def _tick(self, replica: Replica, life: int) -> None:
         if not replica.up or replica.life != life:
             return
-        if replica.paused_until > self.now:
-            self.schedule(replica.paused_until - self.now, lambda: self._tick(replica, life))
+        if replica.blocked_until > self.now:
+            self.schedule(replica.blocked_until - self.now, lambda: self._tick(replica, life))
             return
         if replica.store_away_until > self.now:  # no renewal: it self-fences meanwhile
             self.schedule(replica.store_away_until - self.now, lambda: self._tick(replica, life))
             return
         self.schedule(TICK_MS, lambda: self._tick(replica, life))
         now = self.now
+        replica.machine.loop_turned(now / 1000)
         self.replica_rows[replica.name] = now + TTL_MS
         held = {s: ls.epoch for s, ls in self.leases.items() if ls.owner == replica.name}
         for s in held:
@@ -185,7 +198,35 @@ class ReplicatedSimulation(Simulation):
         for s, epoch in machine.to_load(held).items():
             self._load(replica, s, epoch)
 
+    def _keep_alive(self, replica: Replica, life: int) -> None:
+        """`Replication._keep_alive`, a thread: every tick, the renewal the machine asks
+        for (none once the loop has not turned for `stall_s`), made as
+        `ShardLeases.renew` makes it."""
+        if not replica.up or replica.life != life:
+            return
+        if replica.paused_until > self.now:  # SIGSTOP stops every thread
+            self.schedule(replica.paused_until - self.now, lambda: self._keep_alive(replica, life))
+            return
+        self.schedule(TICK_MS, lambda: self._keep_alive(replica, life))
+        if replica.store_away_until > self.now:
+            return
+        renewal = replica.machine.renewal(self.now / 1000)
+        if renewal is None:
+            return
+        every_one = True
+        for shard, epoch in renewal.epochs.items():
+            lease = self.leases[shard]
+            if lease.owner == replica.name and lease.epoch == epoch:
+                lease.expires = self.now + TTL_MS
+            else:
+                every_one = False
+        self.replica_rows[replica.name] = self.now + TTL_MS
+        replica.machine.renewed(renewal, began=self.now / 1000, every_one=every_one)
+        self.renewals += 1
+
     def _release(self, replica: Replica, shard: int, epoch: int) -> None:
+        if not replica.machine.still_releasing([shard]):
+            return  # lost, or taken up again, while its writes finished
         lease = self.leases[shard]
         if lease.owner == replica.name and lease.epoch == epoch:
             lease.owner, lease.expires = None, 0
@@ -272,8 +313,8 @@ class ReplicatedSimulation(Simulation):
             replica.paused_until = self.now + pause
             self.freezes += 1
             self.trace.append(f"{self.now} {replica.name} freezes {pause} ms inside a write")
-        if replica.paused_until > self.now:  # frozen inside it: it lands first when it wakes
-            delay = replica.paused_until - self.now
+        if replica.blocked_until > self.now:  # frozen inside it: it lands first when it wakes
+            delay = replica.blocked_until - self.now
         elif replica.store_away_until > self.now:  # retried until the database is back
             delay = replica.store_away_until - self.now + self.rng.randint(1, 15)
         else:
@@ -358,9 +399,10 @@ class ReplicatedSimulation(Simulation):
                 self.schedule(self._latency(), lambda: self._disconnected(agent, epoch, ref))
                 self.route.pop(agent.name, None)
                 return
-            if replica.paused_until > self.now:
-                self.schedule(replica.paused_until - self.now, arrive)
+            if replica.blocked_until > self.now:
+                self.schedule(replica.blocked_until - self.now, arrive)
                 return
+            replica.machine.loop_turned(self.now / 1000)
             self._check_leases(replica)
             self.pending[ref] = (agent, epoch, kind, request)
             self.held_by = {r: h for r, h in self.held_by.items() if r in self.pending}
@@ -380,6 +422,14 @@ class ReplicatedSimulation(Simulation):
             self.schedule(HEARTBEAT_MS // 2, lambda: self._heartbeat(agent, epoch, loop))
         self.kinds.pop(ref, None)
         super()._disconnected(agent, epoch, ref)
+
+    def _join(self, agent: Agent, epoch: int) -> None:
+        if self._alive(agent, epoch) and agent.state == "unjoined" and agent.in_flight:
+            # A rejoin decided while a heartbeat or commit waits on a replica whose loop
+            # is stuck: a client sends its JoinGroup once that request is answered.
+            self.schedule(HEARTBEAT_MS // 4, lambda: self._join(agent, epoch))
+            return
+        super()._join(agent, epoch)
 
     def _deliver(self, agent: Agent, epoch: int, kind: str, request: Any, body: Any) -> None:
         if agent.in_flight is not None and kind != agent.in_flight_kind:
@@ -420,7 +470,7 @@ class ReplicatedSimulation(Simulation):
     def step(self) -> bool:
         due = [
             (d, r) for r in self.replicas
-            if r.up and r.paused_until <= self.now
+            if r.up and r.blocked_until <= self.now
             and (d := r.coordinator.next_deadline_ms()) is not None
         ]  # fmt: skip
         deadline, replica = min(due, key=lambda x: x[0]) if due else (None, None)
@@ -449,9 +499,16 @@ class ReplicatedSimulation(Simulation):
         if not replica.up:
             return
         roll = self.rng.random()
-        if roll < 0.4:
+        if roll < 0.3:
             replica.freeze_in_write = self.rng.randint(TTL_MS, TTL_MS * 3)
             self.trace.append(f"{self.now} {replica.name} will freeze at its next write")
+            return
+        if roll < 0.4:  # one long turn of its event loop: within the keep-alive's patience, or not
+            stall_ms = int(replica.machine.timings.stall_s * 1000)
+            replica.stalled_until = self.now + self.rng.randint(TTL_MS // 2, stall_ms * 3 // 2)
+            self.stalls += 1
+            self.trace.append(f"{self.now} {replica.name}'s loop stalls until "
+                              f"{replica.stalled_until}")  # fmt: skip
             return
         if roll < 0.6:  # PostgreSQL restarting under it: long enough to self-fence
             replica.store_away_until = self.now + self.rng.randint(TTL_MS - MARGIN_MS, TTL_MS * 2)
@@ -478,11 +535,12 @@ class ReplicatedSimulation(Simulation):
         replica.machine = self._machine()
         replica.last_held = {}
         replica.up = True
-        replica.paused_until = replica.store_away_until = 0
+        replica.paused_until = replica.stalled_until = replica.store_away_until = 0
         self._register(replica)
         self.trace.append(f"{self.now} {replica.name} restarts")
         life = replica.life
         self._tick(replica, life)
+        self.schedule(TICK_MS // 2, lambda: self._keep_alive(replica, life))
 
     def inject_fault(self) -> None:
         if self.rng.random() < 0.25:

@@ -33,7 +33,7 @@ def test_replicas_moving_the_group_keep_every_invariant(seed: int) -> None:
 @pytest.mark.sim
 def test_the_replicated_simulation_does_move_freeze_crash_and_fence() -> None:
     """Guard against a simulator that quietly stops doing what it claims to."""
-    moves = freezes = crashes = fenced = outages = 0
+    moves = freezes = crashes = fenced = outages = stalls = renewals = 0
     for seed in range(10):
         sim = ReplicatedSimulation(seed)
         sim.run(STEPS)
@@ -42,9 +42,11 @@ def test_the_replicated_simulation_does_move_freeze_crash_and_fence() -> None:
         crashes += sim.crashes
         fenced += sim.fenced_writes
         outages += sim.outages
-    assert moves >= 20 and freezes >= 5 and crashes >= 5 and fenced >= 3 and outages >= 3, (
-        moves, freezes, crashes, fenced, outages,
-    )  # fmt: skip
+        stalls += sim.stalls
+        renewals += sim.renewals
+    seen = (moves, freezes, crashes, fenced, outages, stalls, renewals)
+    assert moves >= 20 and freezes >= 5 and crashes >= 5 and fenced >= 3, seen
+    assert outages >= 3 and stalls >= 3 and renewals >= 100, seen
 
 
 @pytest.mark.sim

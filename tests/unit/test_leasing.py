@@ -198,3 +198,12 @@ def group(shard: int) -> GroupRecord:
 
 def reply(ref: int) -> Reply:
     return Reply(ref, HeartbeatResponse(ErrorCode.none))
+
+
+def test_a_shard_taken_up_again_while_its_handover_drained_is_not_released() -> None:
+    machine = serving({1: 7, 2: 3})
+    machine.ticked(tick(1.0, {1: 7, 2: 3}, release=(2,)))  # its writes now finishing
+    machine.ticked(tick(2.0, {1: 7, 2: 3}))  # the newcomer left meanwhile
+    machine.read(machine.drained(machine.to_load({1: 7, 2: 3})), now=2.0)
+    assert machine.still_releasing([2]) == []
+    assert machine.state(2) is ShardState.SERVING

@@ -199,9 +199,11 @@ class Replication:
             await self.fresh_globals()
         if release:
             await self.writer.drained()
-            await self._leased(lambda: self.leases.release(release))
             with self._lock:
-                self.machine.released(release)
+                handed = self.machine.still_releasing(release)
+            await self._leased(lambda: self.leases.release(handed))
+            with self._lock:
+                self.machine.released(handed)
         with self._lock:
             wanted = self.machine.to_load(tick.held)
         if wanted:

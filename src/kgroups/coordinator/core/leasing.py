@@ -209,6 +209,11 @@ class ReplicaLeases:
                 self._move(shard, ShardState.RELEASING, tick.held[shard])
         return lost, release
 
+    def still_releasing(self, shards: list[int]) -> list[int]:
+        """Of `shards`, their writes finished, those to hand over now: still RELEASING (a
+        shard lost meanwhile, or no longer asked for and taken up again, is not)."""
+        return [s for s in shards if self.state(s) is ShardState.RELEASING]
+
     def released(self, shards: list[int]) -> None:
         """Handed over: no longer held here."""
         for shard in shards:
