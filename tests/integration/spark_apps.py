@@ -29,6 +29,7 @@ from kgroups.protocol.client import CoordinatorUnavailable
 from kgroups.spark.filelog import FileLog
 from tests.conftest import LOCAL_SPARK_JVM
 from tests.integration.harness import PYTHON, ROOT, wait_until
+from tests.waits import within
 
 T = TypeVar("T")
 
@@ -201,7 +202,7 @@ class KafkaInput:
             consumer.assign([tp])
             consumer.seek(tp, 0)
             out: list[dict[str, Any]] = []
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + within(60)
             while len(out) < end and time.monotonic() < deadline:
                 for message in consumer.poll(timeout_ms=500).get(tp, []):
                     if message.offset < end:

@@ -30,6 +30,7 @@ from tests.integration.harness import (
     refused_while_polling,
     wait_until,
 )
+from tests.waits import within
 
 PASSWORD = "pw"
 ALICE_RULES: list[dict[str, Any]] = [
@@ -143,7 +144,7 @@ def test_librdkafka_reports_a_group_authorization_failure(coordinator: Coordinat
     errors: list[Any] = []
     try:
         c.subscribe(["orders"])
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + within(15)
         while time.monotonic() < deadline and not errors:
             message = c.poll(0.2)
             if message is not None and message.error() is not None:

@@ -51,6 +51,7 @@ from tests.integration.harness import (
     wait_converged,
     wait_until,
 )
+from tests.waits import within
 
 TP = tuple[str, int]
 END = 50
@@ -126,7 +127,7 @@ def seed(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
     """
     client = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="group-cli-seed")
     request = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + within(60)
     try:
         while True:
             result = client.alter_group_offsets(group, request)

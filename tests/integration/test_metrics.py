@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import FAST
 from tests.integration.harness import Coordinator, Member, create_topic, free_port, wait_converged
+from tests.waits import within
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -56,7 +57,7 @@ def test_metrics_follow_the_group_through_a_rebalance(
         completed = seen[("kgroups_group_rebalance_duration_seconds_count", (("group", "g"),))]
         assert 1 <= completed <= sum(before.values())
         heartbeat = ("kgroups_requests_total", (("api", "Heartbeat"), ("error", "NONE")))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + within(20)
         while _scrape(port).get(heartbeat, 0) < 2:  # members heartbeat every second
             assert time.monotonic() < deadline, "no successful heartbeat counted"
             time.sleep(0.2)
