@@ -61,7 +61,7 @@ from kgroups import admin
 from kgroups.coordinator.core import CoordinatorConfig, GroupCoordinator, Node
 from kgroups.coordinator.core.records import OffsetRecord, OffsetValue
 from kgroups.coordinator.core.shards import shard_of
-from kgroups.coordinator.store.postgres import Fence, ReplicaStore
+from kgroups.coordinator.store.postgres import Fence, PostgresStore, ReplicaStore
 from kgroups.protocol.build import build
 from tests.postgres import PostgresServer
 
@@ -292,9 +292,10 @@ def takeover_with_history(url: str, offsets: int) -> float:
     per = offsets // len(same[:100])
     records = [OffsetRecord(g, TOPIC, p, OffsetValue(p, -1, "", 1, None))
                for g in same[:100] for p in range(per)]  # fmt: skip
-    store.fence = None  # written unfenced: the bench plays the shard's past
-    store.append(records)
-    store.fence = Fence("bench-loader")
+    past = PostgresStore(url, shards=SHARDS)  # the shard's past, written unfenced
+    past.open()
+    past.append(records)
+    past.close()
     timings = []
     for _ in range(5):
         began = time.perf_counter()

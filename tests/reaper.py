@@ -4,11 +4,12 @@
 the tests start inherits the tag, whatever session or process group it puts itself in:
 coordinators, PostgreSQL under `pg_ctl`, Kafka brokers and the other JVMs, the control
 plane, the container runtime. On Ctrl-C (or SIGTERM), and at the end of every run, the
-script calls this module: the container runtime is taken down first (its containers,
-and the host settings it changed, restored by `e2e/cluster/runtime.sh down`), then every
-process still carrying the tag gets SIGTERM, and SIGKILL if it is still there after a
-grace period. At the end of a run that finished by itself, anything found is a process a
-test leaked, and is named.
+script calls this module: the container runtime, if this run started it, is taken down
+first (its containers, and the host settings it changed, restored by
+`e2e/cluster/runtime.sh down`), then every process still carrying the tag gets SIGTERM
+(PostgreSQL's postmaster SIGINT), and SIGKILL if it is still there after a grace period.
+At the end of a run that finished by itself, anything found is a process a test leaked,
+and is named.
 
     python -m tests.reaper TAG [--grace SECONDS]
 """
@@ -81,13 +82,15 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def runtime_down() -> None:
-    """The container runtime, if this run started one (containers do not carry the tag)."""
+def runtime_down(tag: str) -> None:
+    """The container runtime, if this run started it (its containers do not carry the tag,
+    its daemons do; a runtime another run started is that run's)."""
+    if not any("dockerd" in command or "containerd" in command
+               for command in tagged(tag).values()):  # fmt: skip
+        return
     runtime = ROOT / "e2e" / "cluster" / "runtime.sh"
-    status = subprocess.run(["bash", str(runtime), "status"], capture_output=True, check=False)
-    if status.returncode == 0:
-        subprocess.run(["bash", str(runtime), "down"], capture_output=True, timeout=300,
-                       check=False)  # fmt: skip
+    subprocess.run(["bash", str(runtime), "down"], capture_output=True, timeout=300,
+                   check=False)  # fmt: skip
 
 
 def main() -> int:
@@ -98,7 +101,7 @@ def main() -> int:
                         help="the run was interrupted (else what is found was leaked)")  # fmt: skip
     args = parser.parse_args()
     if args.interrupted:
-        runtime_down()
+        runtime_down(args.tag)
     found = reap(args.tag, args.grace)
     if found:
         what = "stopped what the interrupted run started" if args.interrupted else (
