@@ -47,8 +47,9 @@ test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresq
 check: lint
 	$(BIN)/pytest $(PYTEST_FLAGS) -n auto tests/unit tests/sim
 
-# The simulations at length (make check runs 200 replica seeds, make test 1,000): 20,000
-# seeds of the replicas, 5,000 of the members, 2,000 of the group core, on every core.
+# The simulations at length (make check runs 200 replica seeds, make test 1,000; both 500
+# member seeds): 20,000 seeds of the replicas, 5,000 of the members, 2,000 of the group
+# core, on every core.
 sim-long: install
 	KGROUPS_REPLICA_SIM_SEEDS=20000 KGROUPS_MEMBER_SIM_SEEDS=5000 KGROUPS_SIM_SEEDS=2000 \
 		$(BIN)/pytest $(PYTEST_FLAGS) -n auto tests/sim

@@ -2,7 +2,8 @@
 
 `KGROUPS_MEMBER_SIM_SEED=n` replays one seed (what a failure prints; run with
 PYTHONHASHSEED=0, as `make test` does, for the same schedule); `KGROUPS_MEMBER_SIM_SEEDS=n`
-sets how many seeds a run takes (default 1000, about two minutes alone) and
+sets how many seeds a run takes (default 500, about a minute alone; `make sim-long` runs
+5,000) and
 `KGROUPS_MEMBER_SIM_FIRST=n` where they start (default 0): `make test` runs the same
 seeds every time, and a search elsewhere is one command. Seeds such a search found
 failing stay in `FOUND`, run every time.
@@ -25,7 +26,7 @@ import kgroups.client.member as member_module
 from kgroups.client.states import MemberState
 from tests.sim.member_sim import MemberInvariantViolation, MemberSimulation
 
-SEEDS = int(os.environ.get("KGROUPS_MEMBER_SIM_SEEDS", "1000"))
+SEEDS = int(os.environ.get("KGROUPS_MEMBER_SIM_SEEDS", "500"))
 FIRST = int(os.environ.get("KGROUPS_MEMBER_SIM_FIRST", "0"))
 FOUND = (474329,)
 """474329: a member closed while its JoinGroup was in flight (see member_sim's `_close`)."""
