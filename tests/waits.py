@@ -42,35 +42,39 @@ def within(seconds: float) -> float:
     return seconds * SLOWNESS
 
 
+class _Deadline:
+    """A wait's bound on this machine, and the failure that names what never came."""
+
+    def __init__(self, timeout: float, what: str) -> None:
+        self.bound = within(timeout)
+        self.at = time.monotonic() + self.bound
+        self.what = what
+
+    def passed(self, last: Any) -> None:
+        if time.monotonic() > self.at:
+            raise AssertionError(f"timed out after {self.bound:.0f} s waiting for "
+                                 f"{self.what}; last seen: {last!r}")  # fmt: skip
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05) -> Any:
     """Poll `predicate` until it returns something truthy (returned), or fail naming
     `what` and the last value seen after `within(timeout)` seconds."""
-    bound = within(timeout)
-    deadline = time.monotonic() + bound
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {bound:.0f} s waiting for {what}; "
-                                 f"last seen: {value!r}")  # fmt: skip
+    deadline = _Deadline(timeout, what)
+    while not (value := predicate()):
+        deadline.passed(value)
         time.sleep(poll)
+    return value
 
 
 async def await_until(
     predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05
 ) -> Any:
     """`wait_until` inside a coroutine: the event loop runs while it polls."""
-    bound = within(timeout)
-    deadline = time.monotonic() + bound
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {bound:.0f} s waiting for {what}; "
-                                 f"last seen: {value!r}")  # fmt: skip
+    deadline = _Deadline(timeout, what)
+    while not (value := predicate()):
+        deadline.passed(value)
         await asyncio.sleep(poll)
+    return value
 
 
 def holds(predicate: Callable[[], Any], seconds: float, what: str, poll: float = 0.05) -> int:

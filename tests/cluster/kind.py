@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tests import waits
 from tests.e2e.kube import Kubectl, tools
 from tests.integration.harness import ROOT
 from tests.waits import within
@@ -157,13 +158,6 @@ def wait_for(probe: Callable[[], Any], timeout: float, what: str, poll: float = 
 
 
 def holds(probe: Callable[[], Any], seconds: float, what: str, poll: float = 1.0) -> int:
-    """Assert `probe()` is truthy at every sample for `seconds`; returns the sample count."""
-    deadline = time.monotonic() + seconds
-    samples = 0
-    while time.monotonic() < deadline:
-        value = probe()
-        if not value:
-            raise AssertionError(f"{what} stopped holding after {samples} samples: {value!r}")
-        samples += 1
-        time.sleep(poll)
-    return samples
+    """Assert `probe()` is truthy at every sample for `seconds`; returns the sample count
+    (`tests/waits.holds`, sampling every second by default: each probe runs kubectl)."""
+    return waits.holds(probe, seconds, what, poll)
