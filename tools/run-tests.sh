@@ -22,14 +22,25 @@ interrupted() {
 }
 trap interrupted INT TERM
 
+# pytest runs in the background and is waited for, so that the trap runs at once on a
+# signal. A non-interactive shell starts a background command with SIGINT and SIGQUIT
+# ignored, and every process the tests start would inherit that (a Python child would
+# never raise KeyboardInterrupt): they are set back to their defaults before pytest.
+phase() {
+  "$python" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$@" &
+  wait $!
+}
+
 status=0
-# In the background and waited for, so that the trap runs at once on a signal.
 # shellcheck disable=SC2086
-"$pytest" $flags --durations=30 -n "$workers" --dist loadgroup -m "not alone" "$@" &
-wait $! || status=$?
+phase "$pytest" $flags --durations=30 -n "$workers" --dist loadgroup -m "not alone" "$@" \
+  || status=$?
 [ "$status" -ne 5 ] || status=0  # a selection with no such test
 # shellcheck disable=SC2086
-"$pytest" $flags -m alone --test-times .kgroups/test-times-alone.tsv "$@" &
-wait $! || { code=$?; [ "$code" -eq 5 ] || status=$code; }
+phase "$pytest" $flags -m alone --test-times .kgroups/test-times-alone.tsv "$@" \
+  || { code=$?; [ "$code" -eq 5 ] || status=$code; }
 "$python" -m tests.reaper "$KGROUPS_TEST_RUN"
 exit "$status"
