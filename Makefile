@@ -38,10 +38,12 @@ lint: install
 # demo and the Spark tests run three JVMs at a time) run afterwards by themselves. Each run ends with its slowest tests, its time per tier and
 # the tests that ended last (tests/tiers.py). tools/run-tests.sh runs both phases and, on
 # Ctrl-C and at the end, stops every process the run started (tests/reaper.py).
+# The per-tier targets below run the same way, on their tier alone.
 TEST_WORKERS ?= 4
+RUN_TESTS = @PYTEST=$(BIN)/pytest TEST_WORKERS=$(TEST_WORKERS) PYTEST_FLAGS="$(PYTEST_FLAGS)" \
+	bash tools/run-tests.sh
 test: lint kafka spark-jars controlplane peers cluster-bits prometheus postgresql
-	@PYTEST=$(BIN)/pytest TEST_WORKERS=$(TEST_WORKERS) PYTEST_FLAGS="$(PYTEST_FLAGS)" \
-		bash tools/run-tests.sh tests
+	$(RUN_TESTS) tests
 
 # Both tiers are CPU-bound and independent test by test: one worker per core.
 check: lint
@@ -55,16 +57,16 @@ sim-long: install
 		$(BIN)/pytest $(PYTEST_FLAGS) -n auto tests/sim
 
 test-unit: install
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/unit
+	$(RUN_TESTS) tests/unit
 
 test-sim: install
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/sim
+	$(RUN_TESTS) tests/sim
 
 test-integration: install kafka spark-jars postgresql
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/integration
+	$(RUN_TESTS) tests/integration
 
 test-e2e: install controlplane
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/e2e
+	$(RUN_TESTS) tests/e2e
 
 # The wire fuzzer at length (make test runs it for 25 s): mutated requests of every API and
 # version against a real coordinator under an address-space limit. KGROUPS_FUZZ_SECONDS and
@@ -80,7 +82,7 @@ fuzz: install
 # the cluster; tests/cluster installs the chart and runs the examples' members as pods.
 # Where no runtime can start, every test there fails with the reason (never a skip).
 test-cluster: install controlplane spark-jars cluster-bits
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/cluster
+	$(RUN_TESTS) tests/cluster
 
 e2e-kind: test-cluster
 
@@ -92,7 +94,7 @@ cluster-bits: controlplane
 
 # The client matrix (issue 12): every Kafka client and tool against the coordinator.
 test-matrix: install kafka peers
-	$(BIN)/pytest $(PYTEST_FLAGS) tests/matrix
+	$(RUN_TESTS) tests/matrix
 
 # The matrix's peers, each from its own registry, cached outside the repository:
 # franz-go and sarama built from the Go module proxy, kcat from Debian's packages,
